@@ -1,0 +1,424 @@
+"""Scalar, vector and pointer dtypes, and the promotion rules of the front end.
+
+DTypes are interned: building the same dtype twice returns the same object, so identity is equality and
+hashing is cheap (every UOp's hash-consing key holds one).
+
+>>> dtypes.float32.vec(4)
+dtypes.float32.vec(4)
+>>> dtypes.float32.ptr(12).base is dtypes.float32
+True
+>>> result_type(dtypes.float16, 2.0)
+dtypes.float16
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import struct
+from enum import Enum
+from typing import Any, ClassVar, Final
+
+ConstType = bool | int | float
+"""The Python type of a constant's value."""
+
+
+class AddrSpace(Enum):
+    """Where a pointer points: device memory, memory shared by a work group, or registers."""
+
+    GLOBAL = 1
+    LOCAL = 2
+    REG = 3
+
+    def __repr__(self) -> str:
+        return f"AddrSpace.{self.name}"
+
+
+class DType:
+    """A scalar or vector element type. Vectors are `scalar.vec(n)`; pointers are `PtrDType`."""
+
+    __slots__ = ("priority", "itemsize", "name", "fmt", "count", "_scalar", "__weakref__")
+    _interned: ClassVar[dict[tuple, DType]] = {}
+    priority: int
+    itemsize: int
+    name: str
+    fmt: str | None
+    count: int
+    _scalar: DType | None
+
+    def __new__(
+        cls, priority: int, itemsize: int, name: str, fmt: str | None, count: int = 1, scalar: DType | None = None
+    ) -> DType:
+        key = (cls, priority, itemsize, name, fmt, count, scalar)
+        if (ret := DType._interned.get(key)) is None:
+            ret = object.__new__(cls)
+            for field, value in zip(DType.__slots__[:6], (priority, itemsize, name, fmt, count, scalar)):
+                object.__setattr__(ret, field, value)
+            DType._interned[key] = ret
+        return ret
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"DType is immutable (tried to set {name!r})")
+
+    def __reduce__(self) -> tuple:
+        return (DType, (self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar))
+
+    def __repr__(self) -> str:
+        if self.count > 1:
+            return f"{self.scalar()!r}.vec({self.count})"
+        return f"dtypes.{self.name}"
+
+    def __lt__(self, other: DType) -> bool:
+        # an order for sorting dtypes deterministically: by priority, then by shape
+        return (self.priority, self.itemsize, self.name, self.count) < (
+            other.priority,
+            other.itemsize,
+            other.name,
+            other.count,
+        )
+
+    @property
+    def vcount(self) -> int:
+        return self.count
+
+    def scalar(self) -> DType:
+        """The element type of a vector dtype (the dtype itself for a scalar)."""
+        return self._scalar if self._scalar is not None else self
+
+    def vec(self, count: int) -> DType:
+        """The vector of `count` elements of this scalar dtype; `vec(1)` is the scalar itself.
+
+        >>> dtypes.int32.vec(2).count
+        2
+        """
+        if not isinstance(count, int) or count < 1:
+            raise ValueError(f"vector width must be a positive int, got {count!r}")
+        if self.count != 1:
+            raise ValueError(f"cannot make a vector of the vector dtype {self!r}")
+        if self is dtypes.void:
+            raise ValueError("void has no vector form")
+        if count == 1:
+            return self
+        return DType(self.priority, self.itemsize * count, f"{self.name}x{count}", None, count, self)
+
+    def ptr(self, size: int = -1, addrspace: AddrSpace = AddrSpace.GLOBAL) -> PtrDType:
+        """A pointer to this dtype in `addrspace`; `size` is the element count (-1 when unknown).
+
+        >>> dtypes.float32.ptr(12, AddrSpace.REG).addrspace
+        AddrSpace.REG
+        """
+        if not isinstance(size, int) or size < -1:
+            raise ValueError(f"pointer size must be an int >= -1, got {size!r}")
+        if not isinstance(addrspace, AddrSpace):
+            raise TypeError(f"addrspace must be an AddrSpace, got {addrspace!r}")
+        return PtrDType(self, addrspace, size)
+
+
+class PtrDType(DType):
+    """A pointer to `base` in an address space, with a known element count (`size`, -1 when unknown)."""
+
+    __slots__ = ("_base", "addrspace", "size", "v")
+    _base: DType
+    addrspace: AddrSpace
+    size: int
+    v: int
+
+    def __new__(cls, base: DType, addrspace: AddrSpace = AddrSpace.GLOBAL, size: int = -1, v: int = 1) -> PtrDType:
+        key = (cls, base, addrspace, size, v)
+        if (ret := DType._interned.get(key)) is None:
+            ret = object.__new__(cls)
+            values = (base.priority, 8, base.name, None, v, None, base, addrspace, size, v)
+            for field, value in zip(DType.__slots__[:6] + PtrDType.__slots__, values):
+                object.__setattr__(ret, field, value)
+            DType._interned[key] = ret
+        assert isinstance(ret, PtrDType)
+        return ret
+
+    def __reduce__(self) -> tuple:
+        return (PtrDType, (self._base, self.addrspace, self.size, self.v))
+
+    def __repr__(self) -> str:
+        args = [str(self.size)] if self.size != -1 or self.addrspace is not AddrSpace.GLOBAL else []
+        if self.addrspace is not AddrSpace.GLOBAL:
+            args.append(repr(self.addrspace))
+        ret = f"{self._base!r}.ptr({', '.join(args)})"
+        return ret if self.v == 1 else f"{ret}.vec({self.v})"
+
+    @property
+    def base(self) -> DType:
+        """The dtype the pointer points to."""
+        return self._base
+
+    def scalar(self) -> PtrDType:
+        return self if self.v == 1 else PtrDType(self._base, self.addrspace, self.size)
+
+    def vec(self, count: int) -> PtrDType:
+        if not isinstance(count, int) or count < 1:
+            raise ValueError(f"vector width must be a positive int, got {count!r}")
+        if self.v != 1:
+            raise ValueError(f"cannot make a vector of the vector pointer {self!r}")
+        return self if count == 1 else PtrDType(self._base, self.addrspace, self.size, count)
+
+    def ptr(self, size: int = -1, addrspace: AddrSpace = AddrSpace.GLOBAL) -> PtrDType:
+        raise TypeError(f"cannot make a pointer to the pointer {self!r}")
+
+
+def _scalar_dtype(priority: int, itemsize: int, name: str, fmt: str | None) -> DType:
+    return DType(priority, itemsize, name, fmt)
+
+
+class dtypes:
+    """The dtype namespace: `dtypes.float32`, its aliases (`dtypes.float`, `dtypes.half`, ...) and queries."""
+
+    void: Final = _scalar_dtype(-1, 0, "void", None)
+    index: Final = _scalar_dtype(-1, 8, "index", None)
+    bool: Final = _scalar_dtype(0, 1, "bool", "?")
+    int8: Final = _scalar_dtype(1, 1, "int8", "b")
+    uint8: Final = _scalar_dtype(2, 1, "uint8", "B")
+    int16: Final = _scalar_dtype(3, 2, "int16", "h")
+    uint16: Final = _scalar_dtype(4, 2, "uint16", "H")
+    int32: Final = _scalar_dtype(5, 4, "int32", "i")
+    uint32: Final = _scalar_dtype(6, 4, "uint32", "I")
+    int64: Final = _scalar_dtype(7, 8, "int64", "q")
+    uint64: Final = _scalar_dtype(8, 8, "uint64", "Q")
+    float16: Final = _scalar_dtype(11, 2, "float16", "e")
+    bfloat16: Final = _scalar_dtype(12, 2, "bfloat16", None)
+    float32: Final = _scalar_dtype(13, 4, "float32", "f")
+    float64: Final = _scalar_dtype(14, 8, "float64", "d")
+
+    # aliases, as numpy/PyTorch/tinygrad spell them
+    half: Final = float16
+    float: Final = float32
+    double: Final = float64
+    char: Final = int8
+    uchar: Final = uint8
+    short: Final = int16
+    ushort: Final = uint16
+    int: Final = int32
+    uint: Final = uint32
+    long: Final = int64
+    ulong: Final = uint64
+
+    default_float: ClassVar[DType] = float32
+    default_int: ClassVar[DType] = int32
+
+    floats: Final = (float16, bfloat16, float32, float64)
+    uints: Final = (uint8, uint16, uint32, uint64)
+    sints: Final = (int8, int16, int32, int64)
+    ints: Final = uints + sints
+    all: Final = (bool,) + ints + floats
+
+    @staticmethod
+    def is_float(dt: DType) -> builtins.bool:
+        """True for float16, bfloat16, float32, float64 and their vectors."""
+        return dt.scalar() in dtypes.floats
+
+    @staticmethod
+    def is_int(dt: DType) -> builtins.bool:
+        """True for the signed and unsigned integers, their vectors, and `index`."""
+        return dt.scalar() in dtypes.ints or dt.scalar() is dtypes.index
+
+    @staticmethod
+    def is_unsigned(dt: DType) -> builtins.bool:
+        return dt.scalar() in dtypes.uints
+
+    @staticmethod
+    def is_bool(dt: DType) -> builtins.bool:
+        return dt.scalar() is dtypes.bool
+
+    @staticmethod
+    def min(dt: DType) -> ConstType:
+        """The smallest value of a scalar dtype (`index` is unbounded in the IR; int64's bound stands in)."""
+        dt = dt.scalar()
+        if dt is dtypes.bool:
+            return False
+        if dt is dtypes.index:
+            return -(2**63)
+        if dtypes.is_unsigned(dt):
+            return 0
+        if dtypes.is_int(dt):
+            return -(2 ** (8 * dt.itemsize - 1))
+        return -math.inf
+
+    @staticmethod
+    def max(dt: DType) -> ConstType:
+        """The largest value of a scalar dtype."""
+        dt = dt.scalar()
+        if dt is dtypes.bool:
+            return True
+        if dt is dtypes.index:
+            return 2**63 - 1
+        if dtypes.is_unsigned(dt):
+            return 2 ** (8 * dt.itemsize) - 1
+        if dtypes.is_int(dt):
+            return 2 ** (8 * dt.itemsize - 1) - 1
+        return math.inf
+
+    @staticmethod
+    def from_py(x: Any) -> DType:
+        """The dtype a Python value gets on its own: bool, `default_int` or `default_float`.
+
+        >>> dtypes.from_py(3), dtypes.from_py(3.0), dtypes.from_py([True, 2])
+        (dtypes.int32, dtypes.float32, dtypes.int32)
+        """
+        if isinstance(x, bool):
+            return dtypes.bool
+        if isinstance(x, int):
+            return dtypes.default_int
+        if isinstance(x, float):
+            return dtypes.default_float
+        if isinstance(x, (list, tuple)):
+            if len(x) == 0:
+                return dtypes.default_float
+            return least_upper_dtype(*(dtypes.from_py(v) for v in x))
+        raise TypeError(f"no dtype for a Python value of type {type(x).__name__}: {x!r}")
+
+    @staticmethod
+    def as_const(value: Any, dt: DType) -> Any:
+        """`value` as a constant of `dt`: wrapped to the integer width, rounded to the float precision.
+
+        >>> dtypes.as_const(300, dtypes.uint8), dtypes.as_const(0.1, dtypes.float16)
+        (44, 0.0999755859375)
+        """
+        return truncate(value, dt)
+
+    @staticmethod
+    def fields() -> dict[str, DType]:
+        """Every dtype name (aliases included) and its dtype."""
+        return {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}
+
+
+def to_dtype(x: DType | str) -> DType:
+    """A DType from a DType or a name (`'float32'`, `'float'`, `'int'`, `'half'`).
+
+    >>> to_dtype("int")
+    dtypes.int32
+    """
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        if (dt := dtypes.fields().get(x)) is None:
+            raise TypeError(f"unknown dtype name {x!r}")
+        return dt
+    raise TypeError(f"expected a DType or a dtype name, got {type(x).__name__}: {x!r}")
+
+
+# The promotion lattice (the same as tinygrad's, PyTorch-compatible where PyTorch defines a result):
+# each dtype lists the dtypes it promotes to directly.
+_PROMO_PARENTS: dict[DType, tuple[DType, ...]] = {
+    dtypes.bool: (dtypes.int8, dtypes.uint8),
+    dtypes.int8: (dtypes.int16,),
+    dtypes.int16: (dtypes.int32,),
+    dtypes.int32: (dtypes.int64,),
+    dtypes.int64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.uint8: (dtypes.int16, dtypes.uint16),
+    dtypes.uint16: (dtypes.int32, dtypes.uint32),
+    dtypes.uint32: (dtypes.int64, dtypes.uint64),
+    dtypes.uint64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.float16: (dtypes.float32,),
+    dtypes.bfloat16: (dtypes.float32,),
+    dtypes.float32: (dtypes.float64,),
+    dtypes.float64: (),
+}
+
+
+def _promotes_to(dt: DType) -> set[DType]:
+    ret, todo = {dt}, [dt]
+    while todo:
+        for parent in _PROMO_PARENTS[todo.pop()]:
+            if parent not in ret:
+                ret.add(parent)
+                todo.append(parent)
+    return ret
+
+
+def least_upper_dtype(*dts: DType) -> DType:
+    """The smallest dtype every one of `dts` promotes to.
+
+    >>> least_upper_dtype(dtypes.int8, dtypes.uint8), least_upper_dtype(dtypes.float16, dtypes.bfloat16)
+    (dtypes.int16, dtypes.float32)
+    """
+    if not dts:
+        raise ValueError("least_upper_dtype needs at least one dtype")
+    for dt in dts:
+        if not isinstance(dt, DType) or dt not in _PROMO_PARENTS:
+            raise TypeError(f"cannot promote {dt!r}: only the scalar tensor dtypes take part in promotion")
+    common = set.intersection(*(_promotes_to(dt) for dt in dts))
+    return min(common, key=lambda d: d.priority)
+
+
+def _category(dt: DType) -> int:
+    return 2 if dtypes.is_float(dt) else 1 if dtypes.is_int(dt) else 0
+
+
+def result_type(*args: DType | ConstType) -> DType:
+    """The dtype of an op over tensors of these dtypes and Python scalars, which are weak.
+
+    A Python scalar changes the result only when it is of a higher kind (bool < int < float) than every
+    dtype given; it then brings the default dtype of its kind, as in PyTorch.
+
+    >>> result_type(dtypes.float16, 2.0), result_type(dtypes.int8, 1000), result_type(dtypes.int32, 0.5)
+    (dtypes.float16, dtypes.int8, dtypes.float32)
+    """
+    strong = [a for a in args if isinstance(a, DType)]
+    weak = [a for a in args if not isinstance(a, DType)]
+    for w in weak:
+        if not isinstance(w, (bool, int, float)):
+            raise TypeError(f"result_type takes DTypes and Python scalars, got {type(w).__name__}: {w!r}")
+    if not strong:
+        return least_upper_dtype(*(dtypes.from_py(w) for w in weak)) if weak else dtypes.default_float
+    ret = least_upper_dtype(*strong)
+    weak_category = max((_category(dtypes.from_py(w)) for w in weak), default=0)
+    if weak_category > _category(ret):
+        ret = dtypes.default_float if weak_category == 2 else dtypes.default_int
+    return ret
+
+
+def _round_bfloat16(x: float) -> float:
+    # round-to-nearest-even on the upper 16 bits of the float32 pattern
+    bits = struct.unpack("I", struct.pack("f", x))[0]
+    if math.isnan(x):
+        return x
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return struct.unpack("f", struct.pack("I", bits & 0xFFFFFFFF))[0]
+
+
+def _round_float(x: float, fmt: str) -> float:
+    try:
+        return struct.unpack(fmt, struct.pack(fmt, x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def truncate(value: Any, dt: DType) -> Any:
+    """`value` as the scalar `dt` holds it: integers wrap to their width, floats round to their precision.
+
+    >>> truncate(2**31, dtypes.int32), truncate(1e40, dtypes.float32)
+    (-2147483648, inf)
+    """
+    dt = dt.scalar()
+    if isinstance(value, bool) or dt is dtypes.bool:
+        return bool(value) if dt is dtypes.bool else truncate(int(value), dt)
+    if dtypes.is_float(dt):
+        value = float(value)
+        if math.isnan(value):
+            return math.nan  # one NaN object, so equal constants intern to one node
+        if dt is dtypes.float64:
+            return value
+        if dt is dtypes.bfloat16:
+            value = _round_float(value, "f")
+            return value if math.isinf(value) else _round_bfloat16(value)
+        return _round_float(value, dt.fmt or "f")
+    if dt is dtypes.index:
+        return int(value)
+    if dtypes.is_int(dt):
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError(f"cannot convert {value} to {dt!r}")
+            value = int(value)  # C semantics: toward zero
+        bits = 8 * dt.itemsize
+        value = int(value) & ((1 << bits) - 1)
+        if not dtypes.is_unsigned(dt) and value >= 1 << (bits - 1):
+            value -= 1 << bits
+        return value
+    raise TypeError(f"{dt!r} holds no values")

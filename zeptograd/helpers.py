@@ -1,0 +1,82 @@
+"""Environment flags and small utilities shared by every stage.
+
+Flags are `ContextVar`s: read from the environment once, and changeable for a block of code.
+
+>>> with Context(DEBUG=2):
+...     DEBUG.value
+2
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+
+def getenv(key: str, default: int = 0) -> int:
+    """An integer environment variable (`DEBUG=2`), or `default` when unset or empty."""
+    raw = os.environ.get(key, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {key} must be an integer, got {raw!r}") from None
+
+
+class ContextVar:
+    """A named integer flag, initialised from the environment and overridable with `Context(NAME=value)`."""
+
+    registry: ClassVar[dict[str, ContextVar]] = {}
+
+    def __init__(self, key: str, default: int = 0):
+        if key in ContextVar.registry:
+            raise ValueError(f"flag {key} is defined twice")
+        self.key = key
+        self.value = getenv(key, default)
+        ContextVar.registry[key] = self
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __ge__(self, other: int) -> bool:
+        return self.value >= other
+
+    def __gt__(self, other: int) -> bool:
+        return self.value > other
+
+    def __repr__(self) -> str:
+        return f"{self.key}={self.value}"
+
+
+@contextlib.contextmanager
+def Context(**flags: int) -> Iterator[None]:
+    """Set flags for the duration of a `with` block; the old values come back after it."""
+    unknown = [k for k in flags if k not in ContextVar.registry]
+    if unknown:
+        raise KeyError(f"unknown flag(s) {unknown}; known: {sorted(ContextVar.registry)}")
+    saved = {k: ContextVar.registry[k].value for k in flags}
+    try:
+        for k, v in flags.items():
+            ContextVar.registry[k].value = v
+        yield
+    finally:
+        for k, v in saved.items():
+            ContextVar.registry[k].value = v
+
+
+DEBUG = ContextVar("DEBUG", 0)
+TRACK_REWRITES = ContextVar("TRACK_REWRITES", 0)
+
+
+def all_same(items: Any) -> bool:
+    """True when every item is the same as the first (an empty sequence counts)."""
+    items = list(items)
+    return all(x == items[0] for x in items[1:])
+
+
+def flatten(nested: Any) -> list:
+    """One level of flattening: `[[1, 2], [3]] -> [1, 2, 3]`."""
+    return [x for inner in nested for x in inner]

@@ -1,0 +1,129 @@
+"""What each ALU op means, in Python: the reference semantics of the IR.
+
+Constant folding uses it, the PYTHON device will execute programs with it, and every compiled backend must
+agree with it. Integer ops compute exactly and wrap to the dtype's width (`index` never wraps); float ops
+compute in double precision and round to the dtype, which is exact for + - * / and sqrt on float32 and
+float16. `//` and `%` are floor division and floor modulo, as in Python, numpy and PyTorch.
+
+>>> exec_alu(Ops.IDIV, dtypes.int32, (-7, 2)), exec_alu(Ops.MOD, dtypes.int32, (-7, 2))
+(-4, 1)
+>>> exec_alu(Ops.ADD, dtypes.uint8, (250, 10))
+4
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from zeptograd.dtype import DType, dtypes, truncate
+from zeptograd.uop.ops import Ops
+
+
+def _idiv(a: int, b: int) -> int | None:
+    return None if b == 0 else a // b
+
+
+def _mod(a: int, b: int) -> int | None:
+    return None if b == 0 else a % b
+
+
+def _max(a: Any, b: Any) -> Any:
+    # NaN wins, as in numpy.maximum and torch.maximum
+    if isinstance(a, float) and math.isnan(a):
+        return a
+    if isinstance(b, float) and math.isnan(b):
+        return b
+    return a if a >= b else b
+
+
+def _exp2(a: float) -> float:
+    try:
+        return 2.0**a
+    except OverflowError:
+        return math.inf
+
+
+def _log2(a: float) -> float:
+    if math.isnan(a) or a < 0:
+        return math.nan
+    if a == 0:
+        return -math.inf
+    return math.log2(a)
+
+
+def _sin(a: float) -> float:
+    return math.nan if math.isinf(a) else math.sin(a)
+
+
+def _sqrt(a: float) -> float:
+    if math.isnan(a) or a < 0:
+        return math.nan
+    return math.sqrt(a)
+
+
+def _reciprocal(a: float) -> float:
+    if a == 0:
+        return math.copysign(math.inf, a)
+    return 1.0 / a
+
+
+def _trunc(a: Any) -> Any:
+    if isinstance(a, float) and not math.isfinite(a):
+        return a
+    return type(a)(math.trunc(a))
+
+
+def _shift_amount_ok(b: int, dtype: DType) -> bool:
+    # shifting by a negative amount or by the width or more is undefined in C: never fold it
+    return 0 <= b < (8 * dtype.itemsize if dtype is not dtypes.index else 64)
+
+
+# op -> (function on Python values); None from the function means "undefined, do not fold"
+python_alu: dict[Ops, Callable[..., Any]] = {
+    Ops.NEG: lambda a: not a if isinstance(a, bool) else -a,
+    Ops.EXP2: _exp2,
+    Ops.LOG2: _log2,
+    Ops.SIN: _sin,
+    Ops.SQRT: _sqrt,
+    Ops.RECIPROCAL: _reciprocal,
+    Ops.TRUNC: _trunc,
+    Ops.ADD: lambda a, b: a + b,
+    Ops.SUB: lambda a, b: a - b,
+    Ops.MUL: lambda a, b: a * b,
+    Ops.IDIV: _idiv,
+    Ops.MOD: _mod,
+    Ops.MAX: _max,
+    Ops.CMPLT: lambda a, b: a < b,
+    Ops.CMPNE: lambda a, b: a != b,
+    Ops.CMPEQ: lambda a, b: a == b,
+    Ops.AND: lambda a, b: a & b,
+    Ops.OR: lambda a, b: a | b,
+    Ops.XOR: lambda a, b: a ^ b,
+    Ops.SHL: lambda a, b: a << b,
+    Ops.SHR: lambda a, b: a >> b,
+    Ops.WHERE: lambda c, a, b: a if c else b,
+    Ops.MULACC: lambda a, b, c: a * b + c,
+}
+
+_FLOAT_ONLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL}
+_INT_ONLY = {Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.AND, Ops.OR, Ops.XOR}
+
+
+def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
+    """The value of `op` on Python `operands`, as a scalar of `dtype`; None where the result is undefined
+    (division by zero, an out-of-range shift, an op the dtype does not have)."""
+    if op not in python_alu:
+        raise ValueError(f"{op!r} is not an ALU op")
+    scalar = dtype.scalar()
+    if op in _FLOAT_ONLY and not dtypes.is_float(scalar):
+        return None
+    if op in _INT_ONLY and dtypes.is_float(scalar):
+        return None
+    if op in (Ops.SHL, Ops.SHR) and not _shift_amount_ok(operands[1], scalar):
+        return None
+    ret = python_alu[op](*operands)
+    if ret is None:
+        return None
+    return truncate(ret, scalar)
