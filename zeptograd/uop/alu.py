@@ -35,7 +35,7 @@ def _max(a: Any, b: Any) -> Any:
         return a
     if isinstance(b, float) and math.isnan(b):
         return b
-    return a if a >= b else b
+    return a if a > b else b  # max(0.0, -0.0): IEEE 754 leaves the sign of the zero open
 
 
 def _exp2(a: float) -> float:

@@ -263,8 +263,10 @@ class MathMixin:
             y = x._operand(y)
         elif isinstance(y, MathMixin):
             x = y._operand(x)
+        elif isinstance(x, bool) and isinstance(y, bool):
+            x, y = self.const_like(x), self.const_like(y)  # the condition is a bool: so are the branches
         else:
-            raise TypeError("where needs at least one branch that is a graph node, got two Python values")
+            raise TypeError("where needs a branch that is a graph node to take its dtype from, got two Python values")
         return self.alu(Ops.WHERE, x, y)
 
     def exp2(self) -> Any:

@@ -69,8 +69,10 @@ def _node_text(u: UOp, parts: list[tuple[str, int]]) -> tuple[str, int]:
         return f"{wrap(0, 6)}-{_const_text(-u.src[1].arg)}", 6
     if op in _INFIX:
         sym, strength = _INFIX[op]
-        # left-associative: the right operand of a same-strength operator needs parentheses
-        return f"{wrap(0, strength)}{sym}{wrap(1, strength + 1)}", strength
+        # left-associative: the right operand of a same-strength operator needs parentheses; comparisons
+        # chain in Python (a<b!=c is a<b and b!=c), so a comparison inside one needs them on both sides
+        left = strength + 1 if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else strength
+        return f"{wrap(0, left)}{sym}{wrap(1, strength + 1)}", strength
     if op is Ops.MAX:
         return f"max({parts[0][0]}, {parts[1][0]})", _ATOM
     if op is Ops.WHERE:

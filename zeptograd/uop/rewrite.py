@@ -102,10 +102,10 @@ class _Pass:
             raise TypeError(f"pass {self.name!r}: rule {rule.name} returned {type(ret).__name__}, not a UOp or None")
         if ret is node:
             return None  # a rule that returns its input changed nothing
-        self.record(rule.name, node, ret)
-        self.applied += 1
-        if self.applied > self.budget:
+        if self.applied == self.budget:
             raise RewriteLoopError(self.report(f"the budget of {self.budget} rule applications ran out", None))
+        self.applied += 1
+        self.record(rule.name, node, ret)
         return ret
 
     def report(self, what: str, repeated: UOp | None) -> str:

@@ -1,0 +1,49 @@
+"""Shared test setup.
+
+Every test's graphs are checked for an exact pyrender round trip: each UOp built during the test is
+recorded, and after the test every root graph (a node no other recorded node uses) must come back from
+`eval(pyrender(root))` as the very same, hash-consed node. Tests that build thousands of graphs are
+sampled (a seeded 400 roots).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from zeptograd.uop import PYRENDER_GLOBALS, UOp
+
+MAX_ROOTS_CHECKED = 400
+
+
+@pytest.fixture(autouse=True)
+def pyrender_round_trip(request: pytest.FixtureRequest):
+    if request.node.get_closest_marker("no_roundtrip"):
+        yield
+        return
+    created: list[UOp] = []
+    original_new = UOp.__new__
+
+    def recording_new(cls, *args, **kwargs):
+        u = original_new(cls, *args, **kwargs)
+        created.append(u)
+        return u
+
+    UOp.__new__ = staticmethod(recording_new)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        UOp.__new__ = staticmethod(original_new)  # type: ignore[method-assign]
+    unique = list(dict.fromkeys(created))
+    used = {s for u in unique for s in u.src}
+    roots = [u for u in unique if u not in used]
+    if len(roots) > MAX_ROOTS_CHECKED:
+        roots = random.Random(0).sample(roots, MAX_ROOTS_CHECKED)
+    for root in roots:
+        rebuilt = eval(root.pyrender(), dict(PYRENDER_GLOBALS))
+        assert rebuilt is root, f"pyrender round trip failed for {root!r}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "no_roundtrip: the test's graphs are not pyrender round-tripped")
