@@ -211,29 +211,29 @@ class dtypes:
     @staticmethod
     def is_float(dt: DType) -> builtins.bool:
         """True for float16, bfloat16, float32, float64 and their vectors."""
-        return dt.scalar() in dtypes.floats
+        return (dt._scalar or dt) in _FLOAT_SET
 
     @staticmethod
     def is_int(dt: DType) -> builtins.bool:
         """True for the signed and unsigned integers, their vectors, and `index`."""
-        return dt.scalar() in dtypes.ints or dt.scalar() is dtypes.index
+        return (dt._scalar or dt) in _INT_SET
 
     @staticmethod
     def is_unsigned(dt: DType) -> builtins.bool:
-        return dt.scalar() in dtypes.uints
+        return (dt._scalar or dt) in _UINT_SET
 
     @staticmethod
     def is_bool(dt: DType) -> builtins.bool:
-        return dt.scalar() is dtypes.bool
+        return (dt._scalar or dt) is dtypes.bool
 
     @staticmethod
     def min(dt: DType) -> ConstType:
-        """The smallest value of a scalar dtype (`index` is unbounded in the IR; int64's bound stands in)."""
+        """The smallest value of a scalar dtype (-inf for floats, and for `index`, which is unbounded)."""
         dt = dt.scalar()
         if dt is dtypes.bool:
             return False
         if dt is dtypes.index:
-            return -(2**63)
+            return -math.inf
         if dtypes.is_unsigned(dt):
             return 0
         if dtypes.is_int(dt):
@@ -247,7 +247,7 @@ class dtypes:
         if dt is dtypes.bool:
             return True
         if dt is dtypes.index:
-            return 2**63 - 1
+            return math.inf
         if dtypes.is_unsigned(dt):
             return 2 ** (8 * dt.itemsize) - 1
         if dtypes.is_int(dt):
@@ -286,6 +286,12 @@ class dtypes:
     def fields() -> dict[str, DType]:
         """Every dtype name (aliases included) and its dtype."""
         return {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}
+
+
+# sets for the hot is_* queries (the node-building and rewrite paths ask them constantly)
+_FLOAT_SET = frozenset(dtypes.floats)
+_INT_SET = frozenset((*dtypes.ints, dtypes.index))
+_UINT_SET = frozenset(dtypes.uints)
 
 
 def to_dtype(x: DType | str) -> DType:

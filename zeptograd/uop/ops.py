@@ -546,8 +546,11 @@ class UOp(MathMixin):
         if self._vrange is None:
             from zeptograd.uop.ranges import compute_range
 
-            for node in self.toposort(gate=lambda n: n._vrange is None):
-                object.__setattr__(node, "_vrange", compute_range(node))
+            if all(s._vrange is not None for s in self.src):
+                object.__setattr__(self, "_vrange", compute_range(self))  # the common case: no walk needed
+            else:
+                for node in self.toposort(gate=lambda n: n._vrange is None):
+                    object.__setattr__(node, "_vrange", compute_range(node))
         assert self._vrange is not None
         return self._vrange
 

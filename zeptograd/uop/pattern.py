@@ -42,7 +42,7 @@ class UPat(MathMixin):
     `allow_any_len`: with a tuple `src`, match a node with more sources than listed (a prefix).
     """
 
-    __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "_src_kind", "_perms")
+    __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "_src_kind", "_perms", "_child_ops")
 
     def __init__(
         self,
@@ -80,6 +80,10 @@ class UPat(MathMixin):
             raise TypeError(f"UPat: src must be a UPat, a tuple or a list of UPats, got {type(src).__name__}")
         if allow_any_len and self._src_kind != "ordered":
             raise ValueError("UPat: allow_any_len needs src given as a tuple")
+        # a quick reject before the full match: ops that some source must have, one set per listed source
+        self._child_ops: tuple[frozenset[Ops], ...] = ()
+        if self._src_kind in ("ordered", "permuted"):
+            self._child_ops = tuple(frozenset(s.op) for s in self.src if s.op is not None)
 
     # *** constructors that read well in rules ***
 
@@ -142,6 +146,9 @@ class UPat(MathMixin):
             return stores
         if len(uop.src) != len(self.src) and not (self.allow_any_len and len(uop.src) >= len(self.src)):
             return []
+        for ops in self._child_ops:
+            if not any(s.op in ops for s in uop.src):
+                return []
         if kind == "ordered":
             return _match_sources(self.src, uop.src, store)
         return [out for perm in self._perms for out in _match_sources(perm, uop.src, store)]

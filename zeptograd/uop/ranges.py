@@ -2,14 +2,18 @@
 
 The rules of `symbolic.py` fold comparisons, divisions and modulos with these ranges, so each bound here
 must be sound: a value outside [vmin, vmax] is a miscompile. Fixed-width integers wrap, so a result that
-might leave its dtype's range gets the dtype's whole range. Floats get (-inf, inf) unless constant.
+might leave its dtype's range gets the dtype's whole range. `index` never wraps and has no bounds: an
+unknown index is (-inf, inf), so bounds are ints or the float infinities, and the arithmetic below treats
+the infinities as limits (0 * inf is 0: the interval [0, 0] times anything is 0). Floats get (-inf, inf)
+unless constant.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
-from zeptograd.dtype import dtypes
+from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.ops import GroupOp, Ops
 
 if TYPE_CHECKING:
@@ -18,15 +22,33 @@ if TYPE_CHECKING:
 Range = tuple[Any, Any]
 
 
+def _finite(*bounds: Any) -> bool:
+    return all(not isinstance(b, float) or math.isfinite(b) for b in bounds)
+
+
+def _floor_div(x: Any, y: Any) -> Any:
+    """floor(x / y) for bounds that may be infinite (y is never 0)."""
+    if _finite(x, y):
+        return x // y
+    if not _finite(x):
+        if not _finite(y):
+            return math.nan  # inf / inf: unknown
+        return x if y > 0 else -x
+    # a finite x over an infinite y: the limit of x // y
+    return (0 if x >= 0 else -1) if y > 0 else (0 if x <= 0 else -1)
+
+
 def _floordiv_range(a: Range, b: Range) -> Range | None:
     if b[0] <= 0 <= b[1]:
         return None  # the divisor may be zero
-    quotients = [x // y for x in a for y in b]
+    quotients = [_floor_div(x, y) for x in a for y in b]
+    if any(isinstance(q, float) and math.isnan(q) for q in quotients):
+        return None
     return min(quotients), max(quotients)
 
 
 def _mod_range(a: Range, b: Range) -> Range | None:
-    if b[0] == b[1] and b[0] > 0 and a[0] // b[0] == a[1] // b[0]:
+    if b[0] == b[1] and b[0] > 0 and _finite(*a) and a[0] // b[0] == a[1] // b[0]:
         return a[0] % b[0], a[1] % b[0]  # all of `a` lies in one period: the modulo is a shift
     if b[0] > 0:
         return 0, (min(b[1] - 1, a[1]) if a[0] >= 0 else b[1] - 1)
@@ -35,13 +57,17 @@ def _mod_range(a: Range, b: Range) -> Range | None:
     return None  # the divisor may be zero
 
 
+def _times(x: Any, y: Any) -> Any:
+    return 0 if x == 0 or y == 0 else x * y
+
+
 def _mul_range(a: Range, b: Range) -> Range:
-    products = [x * y for x in a for y in b]
+    products = [_times(x, y) for x in a for y in b]
     return min(products), max(products)
 
 
 def _bitwise_range(op: Ops, a: Range, b: Range) -> Range | None:
-    if a[0] < 0 or b[0] < 0:
+    if a[0] < 0 or b[0] < 0 or not _finite(a[1], b[1]):
         return None
     if op is Ops.AND:
         return 0, min(a[1], b[1])
@@ -74,6 +100,8 @@ def _alu_range(u: UOp, r: list[Range]) -> Range | None:
     if op is Ops.SUB:
         return r[0][0] - r[1][1], r[0][1] - r[1][0]
     if op is Ops.NEG:
+        if dtypes.is_bool(u.dtype):
+            return not r[0][1], not r[0][0]  # the NEG of a bool is its negation
         return -r[0][1], -r[0][0]
     if op is Ops.MUL:
         return _mul_range(r[0], r[1])
@@ -101,36 +129,56 @@ def _alu_range(u: UOp, r: list[Range]) -> Range | None:
             return min(values), max(values)
         return _bitwise_range(op, r[0], r[1])
     if op is Ops.SHL and r[1][0] == r[1][1] and 0 <= r[1][0] < 64:
-        return r[0][0] << r[1][0], r[0][1] << r[1][0]
+        return _times(r[0][0], 2 ** r[1][0]), _times(r[0][1], 2 ** r[1][0])
     if op is Ops.SHR and r[1][0] == r[1][1] and 0 <= r[1][0] < 64:
-        return r[0][0] >> r[1][0], r[0][1] >> r[1][0]
+        return _floor_div(r[0][0], 2 ** r[1][0]), _floor_div(r[0][1], 2 ** r[1][0])
     return None
+
+
+_FULL: dict[DType, Range] = {}
+
+
+def _full(dt: DType) -> Range:
+    if (r := _FULL.get(dt)) is None:
+        r = _FULL[dt] = (dtypes.min(dt), dtypes.max(dt))
+    return r
+
+
+def _int_like(dt: DType) -> bool:
+    return dtypes.is_int(dt) or dtypes.is_bool(dt)
 
 
 def compute_range(u: UOp) -> Range:
     """The range of `u`, from its sources' ranges (which must already be known)."""
     dt = u.dtype.scalar()
-    full: Range = (dtypes.min(dt), dtypes.max(dt))
-    if u.op is Ops.CONST:
-        return (u.arg, u.arg) if isinstance(u.arg, (int, float)) else full
-    if not (dtypes.is_int(dt) or dtypes.is_bool(dt)):
-        return full
+    op = u.op
+    if op is Ops.CONST:
+        return (u.arg, u.arg) if isinstance(u.arg, (int, float)) else _full(dt)
+    if not _int_like(dt):
+        return _full(dt)
     ret: Range | None = None
-    if u.op is Ops.DEFINE_VAR:
+    if op in GroupOp.ALU:
+        src_ranges = []
+        for s in u.src:
+            if not _int_like(s.dtype):
+                return _full(dt)
+            src_ranges.append(s._min_max)
+        ret = _alu_range(u, src_ranges)
+    elif op is Ops.DEFINE_VAR:
         ret = u.arg[1], u.arg[2]
-    elif u.op in (Ops.RANGE, Ops.SPECIAL):
+    elif op in (Ops.RANGE, Ops.SPECIAL):
         ret = 0, max(0, u.src[0].vmax - 1)
-    elif u.op is Ops.CAST and (dtypes.is_int(u.src[0].dtype) or dtypes.is_bool(u.src[0].dtype)):
+    elif op is Ops.CAST and _int_like(u.src[0].dtype):
         ret = u.src[0].vmin, u.src[0].vmax
         if dt is dtypes.bool:
             ret = (False, False) if ret == (0, 0) else (True, True) if ret[0] > 0 or ret[1] < 0 else (False, True)
-    elif u.op in GroupOp.ALU and all(dtypes.is_int(s.dtype) or dtypes.is_bool(s.dtype) for s in u.src):
-        ret = _alu_range(u, [(s.vmin, s.vmax) for s in u.src])
     if ret is None:
-        return full
+        return _full(dt)
     lo, hi = ret
     if dt is dtypes.bool:
         return bool(lo), bool(hi)
-    if dt is not dtypes.index and (lo < full[0] or hi > full[1]):
-        return full  # it may wrap around: anything is possible
-    return int(lo), int(hi)
+    if dt is not dtypes.index:
+        full = _full(dt)
+        if lo < full[0] or hi > full[1]:
+            return full  # it may wrap around: anything is possible
+    return (int(lo) if _finite(lo) else lo), (int(hi) if _finite(hi) else hi)

@@ -72,10 +72,43 @@ def _decompose(u: UOp) -> tuple[dict[UOp, int], int]:
     return {b: k for b, k in coeffs.items() if k != 0}, const
 
 
+def _ordered_bases(coeffs: dict[UOp, int]) -> list[UOp]:
+    return sorted((b for b, c in coeffs.items() if c != 0), key=lambda b: b.order_key)
+
+
+def _is_built_sum(u: UOp, coeffs: dict[UOp, int], const: int) -> bool:
+    """Whether `u` already is `_build_sum(u, coeffs, const)`, checked without building any node."""
+    bases = _ordered_bases(coeffs)
+    if not bases:
+        return False
+    node = u
+    if const != 0:
+        if node.op is not Ops.ADD or node.src[1].op is not Ops.CONST or node.src[1].arg != const:
+            return False
+        node = node.src[0]
+    for i in range(len(bases) - 1, -1, -1):
+        term = node
+        if i > 0:
+            if node.op is not Ops.ADD:
+                return False
+            term, node = node.src[1], node.src[0]
+        base, c = bases[i], coeffs[bases[i]]
+        if not _is_term(term, base, c):
+            return False
+    return True
+
+
+def _is_term(term: UOp, base: UOp, c: int) -> bool:
+    """Whether `term` is the canonical term `base*c` (`base` itself when c is 1)."""
+    if c == 1:
+        return term is base
+    return term.op is Ops.MUL and term.src[0] is base and term.src[1].op is Ops.CONST and term.src[1].arg == c
+
+
 def _build_sum(like: UOp, coeffs: dict[UOp, int], const: int) -> UOp:
     """The canonical sum: terms in a fixed order, coefficients after their base, the constant last."""
     ret: UOp | None = None
-    for base in sorted((b for b, c in coeffs.items() if c != 0), key=lambda b: b.order_key):
+    for base in _ordered_bases(coeffs):
         c = coeffs[base]
         term = base if c == 1 else base * c
         ret = term if ret is None else ret + term
@@ -128,7 +161,7 @@ def fold_by_range(a: UOp) -> UOp | None:
     if a.dtype.count != 1 or not (dtypes.is_int(a.dtype) or dtypes.is_bool(a.dtype)):
         return None
     lo, hi = a.vmin, a.vmax
-    return a.const_like(lo) if lo == hi else None
+    return a.const_like(lo) if lo == hi and not isinstance(lo, float) else None
 
 
 def canonical_order(a: UOp) -> UOp | None:
@@ -149,8 +182,8 @@ def normalize_sum(a: UOp) -> UOp | None:
     if not _is_scalar_int(a):
         return None
     coeffs, const = _decompose(a)
-    ret = _build_sum(a, _merge_divmod_pairs(coeffs), const)
-    return None if ret is a else ret
+    coeffs = _merge_divmod_pairs(coeffs)
+    return None if _is_built_sum(a, coeffs, const) else _build_sum(a, coeffs, const)
 
 
 def distribute_const(a: UOp, c: UOp) -> UOp | None:
@@ -170,7 +203,7 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     if d.dtype is not dtypes.index or cval <= 0:
         return None
     lo, hi = x.vmin, x.vmax
-    if lo // cval == hi // cval:
+    if isinstance(lo, int) and isinstance(hi, int) and lo // cval == hi // cval:
         k = lo // cval
         return d.const_like(k) if d.op is Ops.IDIV else x - k * cval
     coeffs, const = _decompose(x)
