@@ -214,3 +214,24 @@ def test_store_forms():
     assert reg.store(v).dtype is reg.dtype
     with pytest.raises(ValueError, match="cannot STORE to a CONST"):
         v.store(v)
+
+
+def test_comparisons_and_minimum_by_dtype():
+    # brute force over constant operands: the built graph, folded, agrees with Python
+    floats = [0.0, -1.5, 2.0, float("nan"), float("inf")]
+    for a in floats:
+        for b in floats:
+            ua, ub = UOp.const(dtypes.float32, a), UOp.const(dtypes.float32, b)
+            assert (ua <= ub).simplify().arg == (a <= b), (a, b)
+            assert (ua >= ub).simplify().arg == (a >= b), (a, b)
+    for a in range(0, 256, 15):
+        for b in range(0, 256, 17):
+            ua, ub = UOp.const(dtypes.uint8, a), UOp.const(dtypes.uint8, b)
+            assert ua.minimum(ub).simplify().arg == min(a, b), (a, b)
+            assert (ua <= ub).simplify().arg == (a <= b)
+    for a in range(-20, 20, 3):
+        for b in range(-20, 20, 7):
+            ua, ub = UOp.const(dtypes.int8, a), UOp.const(dtypes.int8, b)
+            assert ua.minimum(ub).simplify().arg == min(a, b) and ua.maximum(ub).simplify().arg == max(a, b)
+    t, f = UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False)
+    assert t.minimum(f).simplify().arg is False and t.maximum(f).simplify().arg is True

@@ -152,8 +152,12 @@ class MathMixin:
         x = self._operand(x)
         return x.alu(op, self) if reverse else self.alu(op, x)
 
+    def _kind(self) -> str:
+        """'bool', 'float', 'uint' or 'int': what the operators below need to know of the dtype."""
+        return "int"
+
     def _is_bool(self) -> bool:
-        return False
+        return self._kind() == "bool"
 
     def __add__(self, x: Any) -> Any:
         return self._binop(Ops.ADD, x)
@@ -229,10 +233,13 @@ class MathMixin:
         return self._binop(Ops.CMPLT, x, reverse=True)
 
     def __le__(self, x: Any) -> Any:
-        # a <= b is not (b < a)
-        return self._binop(Ops.CMPLT, x, reverse=True).logical_not()
+        if self._kind() == "float":
+            return self._binop(Ops.CMPLT, x) | self._binop(Ops.CMPEQ, x)  # NaN <= y is False
+        return self._binop(Ops.CMPLT, x, reverse=True).logical_not()  # a <= b is not (b < a)
 
     def __ge__(self, x: Any) -> Any:
+        if self._kind() == "float":
+            return self._binop(Ops.CMPLT, x, reverse=True) | self._binop(Ops.CMPEQ, x)
         return self._binop(Ops.CMPLT, x).logical_not()
 
     def lt(self, x: Any) -> Any:
@@ -254,6 +261,8 @@ class MathMixin:
         return self._binop(Ops.MAX, x)
 
     def minimum(self, x: Any) -> Any:
+        if self._kind() in ("uint", "bool"):
+            return self.lt(x).where(self, x)  # negation wraps for unsigned ints: -max(-a, -b) is wrong
         # min(a, b) = -max(-a, -b) keeps MAX the only min/max op the rules need to know
         return -((-self).maximum(-self._operand(x)))
 
@@ -392,8 +401,13 @@ class UOp(MathMixin):
     def const_like(self, b: ConstType) -> UOp:
         return UOp.const(self.dtype, b)
 
-    def _is_bool(self) -> bool:
-        return self.dtype.scalar() is dtypes.bool
+    def _kind(self) -> str:
+        dt = self.dtype
+        if dtypes.is_bool(dt):
+            return "bool"
+        if dtypes.is_float(dt):
+            return "float"
+        return "uint" if dtypes.is_unsigned(dt) else "int"
 
     @staticmethod
     def variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
