@@ -100,6 +100,9 @@ class Ops(Enum):
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
 
+    # members are singletons: hash by identity, in C (Enum's own __hash__ is Python code, on every lookup)
+    __hash__ = object.__hash__
+
 
 class GroupOp:
     """Sets of ops that rules and checks talk about together."""
