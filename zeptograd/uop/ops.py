@@ -156,8 +156,9 @@ class MathMixin:
         return x.alu(op, self) if reverse else self.alu(op, x)
 
     def _kind(self) -> str:
-        """'bool', 'float', 'uint' or 'int': what the operators below need to know of the dtype."""
-        return "int"
+        """'bool', 'float', 'index' or 'int': what the operators below need to know of the dtype (a
+        pattern does not know it, and is written for index math)."""
+        return "index"
 
     def _is_bool(self) -> bool:
         return self._kind() == "bool"
@@ -264,10 +265,10 @@ class MathMixin:
         return self._binop(Ops.MAX, x)
 
     def minimum(self, x: Any) -> Any:
-        if self._kind() in ("uint", "bool"):
-            return self.lt(x).where(self, x)  # negation wraps for unsigned ints: -max(-a, -b) is wrong
-        # min(a, b) = -max(-a, -b) keeps MAX the only min/max op the rules need to know
-        return -((-self).maximum(-self._operand(x)))
+        if self._kind() in ("index", "float"):
+            # min(a, b) = -max(-a, -b) keeps MAX the only min/max op the rules need to know
+            return -((-self).maximum(-self._operand(x)))
+        return self.lt(x).where(self, x)  # fixed-width ints wrap: -INT_MIN is INT_MIN, so no negation here
 
     def where(self, x: Any, y: Any) -> Any:
         """`x if self else y`, elementwise (WHERE); Python scalars take the dtype of the other branch."""
@@ -410,7 +411,7 @@ class UOp(MathMixin):
             return "bool"
         if dtypes.is_float(dt):
             return "float"
-        return "uint" if dtypes.is_unsigned(dt) else "int"
+        return "index" if dt.scalar() is dtypes.index else "int"
 
     @staticmethod
     def variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
