@@ -260,9 +260,9 @@ def fold_nested_mod(x: UOp, a: UOp, b: UOp) -> UOp | None:
     return x % b.arg
 
 
-def fold_compare_sum(cmp: UOp, x: UOp, c: UOp) -> UOp | None:
-    """Comparisons of an index sum with a constant divide out the common factor and move the constant:
-    `x*g+k < c -> x < ceil((c-k)/g)`, `x*g+k != c -> x != (c-k)/g` (or True when g does not divide)."""
+def _factored_sum(x: UOp) -> tuple[UOp, int, int] | None:
+    """An index sum as (s, g, k) with x = s*g + k and g the common factor of its terms; None when there is
+    nothing to factor (g is 1 and k is 0) or no term."""
     if x.dtype is not dtypes.index:
         return None
     coeffs, const = _decompose(x)
@@ -271,7 +271,15 @@ def fold_compare_sum(cmp: UOp, x: UOp, c: UOp) -> UOp | None:
     g = math.gcd(*coeffs.values())
     if g == 1 and const == 0:
         return None
-    lhs = _build_sum(x, {b: k // g for b, k in coeffs.items()}, 0)
+    return _build_sum(x, {b: k // g for b, k in coeffs.items()}, 0), g, const
+
+
+def fold_compare_sum(cmp: UOp, x: UOp, c: UOp) -> UOp | None:
+    """Comparisons of an index sum with a constant divide out the common factor and move the constant:
+    `x*g+k < c -> x < ceil((c-k)/g)`, `x*g+k != c -> x != (c-k)/g` (or True when g does not divide)."""
+    if (factored := _factored_sum(x)) is None:
+        return None
+    lhs, g, const = factored
     target = c.arg - const
     if cmp.op is Ops.CMPLT:
         return lhs < -((-target) // g)  # ceil division
@@ -282,15 +290,10 @@ def fold_compare_sum(cmp: UOp, x: UOp, c: UOp) -> UOp | None:
 
 def fold_const_lt_sum(c: UOp, x: UOp) -> UOp | None:
     """`c < x*g+k -> (c-k)//g < x` for index values (x*g+k > c holds exactly when x > (c-k)/g)."""
-    if x.dtype is not dtypes.index:
+    if (factored := _factored_sum(x)) is None:
         return None
-    coeffs, const = _decompose(x)
-    if not coeffs:
-        return None
-    g = math.gcd(*coeffs.values())
-    if g == 1 and const == 0:
-        return None
-    return c.const_like((c.arg - const) // g) < _build_sum(x, {b: k // g for b, k in coeffs.items()}, 0)
+    rhs, g, const = factored
+    return c.const_like((c.arg - const) // g) < rhs
 
 
 def fold_not_lt(x: UOp, y: UOp) -> UOp | None:
