@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeptograd.helpers import DEBUG, Context, ContextVar, all_same, flatten, getenv
+from zeptograd.helpers import DEBUG, Context, ContextVar, getenv
 
 
 def test_getenv(monkeypatch):
@@ -35,8 +35,3 @@ def test_context_errors():
         pass
     with pytest.raises(ValueError, match="defined twice"):
         ContextVar("DEBUG")
-
-
-def test_small_helpers():
-    assert all_same([1, 1, 1]) and not all_same([1, 2]) and all_same([])
-    assert flatten([[1, 2], [], [3]]) == [1, 2, 3]

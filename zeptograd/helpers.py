@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 def getenv(key: str, default: int = 0) -> int:
@@ -69,14 +69,3 @@ def Context(**flags: int) -> Iterator[None]:
 
 DEBUG = ContextVar("DEBUG", 0)
 TRACK_REWRITES = ContextVar("TRACK_REWRITES", 0)
-
-
-def all_same(items: Any) -> bool:
-    """True when every item is the same as the first (an empty sequence counts)."""
-    items = list(items)
-    return all(x == items[0] for x in items[1:])
-
-
-def flatten(nested: Any) -> list:
-    """One level of flattening: `[[1, 2], [3]] -> [1, 2, 3]`."""
-    return [x for inner in nested for x in inner]
