@@ -119,6 +119,8 @@ def _build_sum(like: UOp, coeffs: dict[UOp, int], const: int) -> UOp:
 
 def _merge_divmod_pairs(coeffs: dict[UOp, int]) -> dict[UOp, int]:
     """`(x//c)*c*k + (x%c)*k -> x*k` (floor division: x = (x//c)*c + x%c)."""
+    if not any(b.op is Ops.MOD for b in coeffs):
+        return coeffs  # no pair to merge (and no node built to find out)
     for base in list(coeffs):
         if base not in coeffs or base.op is not Ops.IDIV or base.src[1].op is not Ops.CONST:
             continue
@@ -160,7 +162,7 @@ def fold_by_range(a: UOp) -> UOp | None:
     """An integer or bool node whose range is a single value is that constant."""
     if a.dtype.count != 1 or not (dtypes.is_int(a.dtype) or dtypes.is_bool(a.dtype)):
         return None
-    lo, hi = a.vmin, a.vmax
+    lo, hi = a._min_max
     return a.const_like(lo) if lo == hi and not isinstance(lo, float) else None
 
 
