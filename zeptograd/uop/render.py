@@ -83,17 +83,20 @@ def _node_text(u: UOp, parts: list[tuple[str, int]]) -> tuple[str, int]:
     return f"{op.name}({', '.join(inner)})", _ATOM
 
 
-def render_expr(root: UOp) -> str:
-    """`root` as an infix expression, Python-like (`(x*4+3)//4`); shared subexpressions are repeated."""
+def render_expr(root: UOp, limit: int = 100_000) -> str:
+    """`root` as an infix expression, Python-like (`(x*4+3)//4`). Shared subexpressions are written out
+    each time they are used, so a subexpression longer than `limit` characters is written `...` (a DAG's
+    text can grow exponentially with its depth)."""
     texts: dict[UOp, tuple[str, int]] = {}
     for node in root.toposort():
-        texts[node] = _node_text(node, [texts[s] for s in node.src])
+        text, strength = _node_text(node, [texts[s] for s in node.src])
+        texts[node] = (text, strength) if len(text) <= limit else ("...", _ATOM)
     return texts[root][0]
 
 
 def short_repr(u: UOp) -> str:
     """A one-line repr: op, dtype, and the expression (cut at 80 characters)."""
-    text = render_expr(u) if len(u.src) < 64 else "..."
+    text = render_expr(u, limit=200)
     if len(text) > 80:
         text = text[:77] + "..."
     return f"<{u.op.name} {u.dtype!r} {text}>"

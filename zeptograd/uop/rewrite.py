@@ -22,6 +22,7 @@ from typing import Any
 from zeptograd.helpers import TRACK_REWRITES
 from zeptograd.uop.ops import UOp
 from zeptograd.uop.pattern import PatternMatcher
+from zeptograd.uop.render import render_expr
 
 REBUILT = "<sources rewritten>"
 """The rule name recorded when a node is rebuilt because its sources were rewritten."""
@@ -68,7 +69,7 @@ def track_rewrites() -> Iterator[list[RewriteEvent]]:
 
 
 def _one_line(u: UOp) -> str:
-    text = str(u)
+    text = render_expr(u, limit=200)
     return text if len(text) <= 100 else text[:97] + "..."
 
 
