@@ -382,7 +382,7 @@ class UOp(MathMixin):
         if (dtypes.is_int(v.dtype) or dtypes.is_bool(v.dtype)) and v.vmin == v.vmax:
             return bool(v.vmin)
         raise TypeError(
-            f"the truth value of the symbolic {self} is not known; compare UOps with `is`, or check .vmin/.vmax"
+            f"the truth value of the symbolic {self!r} is not known; compare UOps with `is`, or check .vmin/.vmax"
         )
 
     # *** construction helpers ***
