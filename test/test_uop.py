@@ -26,6 +26,10 @@ def test_hash_consing():
     assert UOp.const(dtypes.int32, 1) is not UOp.const(dtypes.index, 1)
     assert UOp.const(dtypes.float32, 0.0) is not UOp.const(dtypes.float32, -0.0)
     assert UOp.const(dtypes.float32, float("nan")) is UOp.const(dtypes.float32, float("nan"))
+    # 1 == 1.0 == True in Python, but as args they differ (a float32 CONST holding an int is a spec error)
+    one = UOp.const(dtypes.float32, 1.0)
+    assert UOp(Ops.CONST, dtypes.float32, (), 1) is not one and UOp(Ops.CONST, dtypes.float32, (), 1).arg == 1
+    assert type(UOp(Ops.CONST, dtypes.float32, (), True).arg) is bool
     assert pickle.loads(pickle.dumps(a)) is a
 
 

@@ -306,9 +306,13 @@ sint: TypeAlias = "int | UOp"
 
 
 def _arg_key(arg: Any) -> Any:
-    # -0.0 == 0.0 and they hash alike, but they are different constants
-    if type(arg) is float and arg == 0.0 and math.copysign(1.0, arg) < 0:
-        return ("-0.0",)
+    """The arg as part of the hash-consing key: 1, 1.0 and True are equal in Python, and so are 0.0 and
+    -0.0, but as args they are different constants."""
+    t = type(arg)
+    if t is float:
+        return (t, arg, math.copysign(1.0, arg))
+    if t is int or t is bool:
+        return (t, arg)
     return arg
 
 
