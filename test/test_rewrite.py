@@ -123,6 +123,19 @@ def test_growing_rewrite_runs_out_of_budget():
         graph_rewrite(x + 1, count_up, name="growing", budget=500)
     message = str(info.value)
     assert "budget of 500" in message and "pass 'growing'" in message and "count_up (x500)" in message
+    assert "the same 1 rule(s) keep firing in turn: count_up" in message
+
+
+def test_budget_report_names_the_rules_that_alternate():
+    # two rules that grow a constant in turn (never a repeated node): the report shows the pair
+    pm = PatternMatcher(
+        [
+            (UPat.cvar("c", dtypes.index), lambda c: c.const_like(c.arg + 1) if c.arg % 2 else None, "odd_up"),
+            (UPat.cvar("c", dtypes.index), lambda c: c.const_like(c.arg + 3) if c.arg % 2 == 0 else None, "even_up"),
+        ]
+    )
+    with pytest.raises(RewriteLoopError, match=r"keep firing in turn: (odd_up -> even_up|even_up -> odd_up)"):
+        graph_rewrite(x + 1, pm, name="alternating", budget=100)
 
 
 def test_rule_whose_result_needs_the_node_itself_is_a_cycle():

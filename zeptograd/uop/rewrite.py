@@ -73,6 +73,16 @@ def _one_line(u: UOp) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
+def _repeating_rules(events: list[tuple[str, UOp, UOp]]) -> list[str] | None:
+    """The shortest sequence of rule names that the last events repeat three times over, if any."""
+    names = [rule for rule, _, _ in events[-300:] if rule != REBUILT]
+    for period in range(1, min(len(names) // 3, 50) + 1):
+        tail = names[-period:]
+        if names[-2 * period : -period] == tail and names[-3 * period : -2 * period] == tail:
+            return tail
+    return None
+
+
 class _Pass:
     """The state of one graph_rewrite call."""
 
@@ -120,6 +130,8 @@ class _Pass:
             lines.append(f"the node {_one_line(repeated)} came back while it was being rewritten; the cycle:")
         else:
             steps = steps[-12:]
+            if (period := _repeating_rules(self.events)) is not None:
+                lines.append(f"the same {len(period)} rule(s) keep firing in turn: {' -> '.join(period)}")
             lines.append("the last rule applications:")
         for i, (rule, before, after) in enumerate(steps[-24:], 1):
             lines.append(f"  {i}. {rule}: {_one_line(before)}  ->  {_one_line(after)}")
