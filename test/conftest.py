@@ -1,5 +1,9 @@
 """Shared test setup.
 
+Every test runs with SPEC=1: each new UOp is checked against the stage-independent spec as it is built, so
+a rule that builds a malformed node fails the test that made it fire. Tests that build illegal nodes on
+purpose (to check the spec's errors) are marked `no_spec`.
+
 Every test's graphs are checked for an exact pyrender round trip: each UOp built during the test is
 recorded, and after the test every root graph (a node no other recorded node uses) must come back from
 `eval(pyrender(root))` as the very same, hash-consed node. All of them, in every test: the property tests'
@@ -10,7 +14,14 @@ from __future__ import annotations
 
 import pytest
 
+from zeptograd.helpers import Context
 from zeptograd.uop import PYRENDER_GLOBALS, UOp
+
+
+@pytest.fixture(autouse=True)
+def spec_on_build(request: pytest.FixtureRequest):
+    with Context(SPEC=0 if request.node.get_closest_marker("no_spec") else 1):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -40,3 +51,4 @@ def pyrender_round_trip(request: pytest.FixtureRequest):
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "no_roundtrip: the test's graphs are not pyrender round-tripped")
+    config.addinivalue_line("markers", "no_spec: the test builds illegal nodes on purpose (SPEC=0)")

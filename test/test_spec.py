@@ -39,6 +39,7 @@ def test_valid_kernels_pass():
     verify(reduce_kernel(), kernel_spec, "kernel AST")
 
 
+@pytest.mark.no_spec  # builds illegal nodes to check the spec's errors
 def test_unified_store_memory_write_is_void():
     write = glob().index(i(3)).store(UOp.const(F32, 1.0))
     verify(write, kernel_spec, "kernel AST")
@@ -47,6 +48,7 @@ def test_unified_store_memory_write_is_void():
         verify(bad, kernel_spec, "kernel AST")
 
 
+@pytest.mark.no_spec  # builds illegal nodes to check the spec's errors
 @pytest.mark.parametrize("op", [Ops.DEFINE_GLOBAL, Ops.DEFINE_REG, Ops.DEFINE_VAR, Ops.BUFFER])
 def test_unified_store_assignment_has_the_target_dtype(op: Ops):
     if op is Ops.DEFINE_VAR:
@@ -68,6 +70,7 @@ def test_unified_store_assignment_has_the_target_dtype(op: Ops):
         verify(wrong, spec, "stage")
 
 
+@pytest.mark.no_spec  # builds illegal nodes to check the spec's errors
 def test_unified_store_rejects_other_targets_and_says_why():
     c = UOp.const(F32, 1.0)
     bad = UOp(Ops.STORE, F32, (c, c))
@@ -76,11 +79,13 @@ def test_unified_store_rejects_other_targets_and_says_why():
             verify(bad, spec, "stage")
 
 
+@pytest.mark.no_spec  # builds illegal nodes to check the spec's errors
 def test_store_value_dtype_must_fit_the_target():
     with pytest.raises(SpecError, match="STORE of a dtypes.int32 value through a pointer to dtypes.float32"):
         verify(glob().index(i(0)).store(UOp.const(dtypes.int32, 1)), kernel_spec, "kernel AST")
 
 
+@pytest.mark.no_spec  # builds illegal nodes to check the spec's errors
 def test_alu_dtype_rules():
     a = glob(1).index(i(0)).load()
     mixed = UOp(Ops.ADD, F32, (a, UOp.const(dtypes.int32, 1)))
@@ -99,6 +104,7 @@ def test_alu_dtype_rules():
         verify(UOp(Ops.CONST, F32, (), 1), kernel_spec, "kernel AST")
 
 
+@pytest.mark.no_spec  # builds illegal nodes to check the spec's errors
 def test_gated_load_carries_its_fallback():
     gate = UOp.range(16, 0) < 8
     gated = glob(1).index(UOp.range(16, 0), gate)
@@ -107,6 +113,7 @@ def test_gated_load_carries_its_fallback():
         verify(gated.load(), kernel_spec, "kernel AST")
 
 
+@pytest.mark.no_spec  # builds illegal nodes to check the spec's errors
 def test_linear_program_rules():
     r = UOp.range(16, 0)
     gate = r < 8
@@ -125,6 +132,7 @@ def test_linear_program_rules():
     verify(acc.after(r).index(i(0)).load(), program_spec, "linear program")
 
 
+@pytest.mark.no_spec  # builds illegal nodes to check the spec's errors
 def test_stage_vocabulary():
     with pytest.raises(SpecError, match="RESHAPE is not legal in the kernel AST"):
         verify(UOp(Ops.RESHAPE, F32, (UOp.const(F32, 1.0),), (1,)), kernel_spec, "kernel AST")

@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from zeptograd.dtype import dtypes
+from zeptograd.helpers import Context
 from zeptograd.uop import GroupOp, Ops, UOp, smax, smin
+from zeptograd.uop.spec import SpecError
 
 
 def idx(v: int) -> UOp:
@@ -28,8 +30,9 @@ def test_hash_consing():
     assert UOp.const(dtypes.float32, float("nan")) is UOp.const(dtypes.float32, float("nan"))
     # 1 == 1.0 == True in Python, but as args they differ (a float32 CONST holding an int is a spec error)
     one = UOp.const(dtypes.float32, 1.0)
-    assert UOp(Ops.CONST, dtypes.float32, (), 1) is not one and UOp(Ops.CONST, dtypes.float32, (), 1).arg == 1
-    assert type(UOp(Ops.CONST, dtypes.float32, (), True).arg) is bool
+    with Context(SPEC=0):  # a float32 CONST holding an int is illegal: built here only to check the key
+        assert UOp(Ops.CONST, dtypes.float32, (), 1) is not one and UOp(Ops.CONST, dtypes.float32, (), 1).arg == 1
+        assert type(UOp(Ops.CONST, dtypes.float32, (), True).arg) is bool
     assert pickle.loads(pickle.dumps(a)) is a
 
 
@@ -239,3 +242,14 @@ def test_comparisons_and_minimum_by_dtype():
             assert ua.minimum(ub).simplify().arg == min(a, b) and ua.maximum(ub).simplify().arg == max(a, b)
     t, f = UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False)
     assert t.minimum(f).simplify().arg is False and t.maximum(f).simplify().arg is True
+
+
+def test_spec_on_build_catches_a_malformed_node_where_it_is_made():
+    x = UOp.variable("x", 0, 3)
+    f = UOp.const(dtypes.float32, 1.0)
+    with Context(SPEC=1), pytest.raises(SpecError, match="ADD of mixed dtypes"):
+        UOp(Ops.ADD, dtypes.index, (x, f))
+    with Context(SPEC=1), pytest.raises(SpecError, match="a STORE target must be an INDEX"):
+        UOp(Ops.STORE, dtypes.index, (x + 1, x))
+    with Context(SPEC=0):
+        assert UOp(Ops.ADD, dtypes.index, (x, f)).op is Ops.ADD  # off: built, for the stage specs to judge

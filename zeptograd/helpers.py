@@ -69,3 +69,4 @@ def Context(**flags: int) -> Iterator[None]:
 
 DEBUG = ContextVar("DEBUG", 0)
 TRACK_REWRITES = ContextVar("TRACK_REWRITES", 0)
+SPEC = ContextVar("SPEC", 0)  # 1: check every new UOp against the stage-independent spec as it is built

@@ -24,6 +24,7 @@ from enum import Enum, auto
 from typing import Any, ClassVar, TypeAlias
 
 from zeptograd.dtype import ConstType, DType, dtypes, truncate
+from zeptograd.helpers import SPEC
 
 
 class Ops(Enum):
@@ -361,6 +362,10 @@ class UOp(MathMixin):
             setter(ret, "arg", arg)
             setter(ret, "_vrange", None)
             setter(ret, "_okey", None)
+            if SPEC.value:
+                from zeptograd.uop.spec import check_on_build
+
+                check_on_build(ret)
             UOp._interned[key] = ret
         return ret
 

@@ -317,3 +317,13 @@ def verify(root: UOp | Sequence[UOp], spec: PatternMatcher, stage: str) -> None:
         else:
             reason = f"malformed {node.op.name} (dtype {node.dtype!r}, sources {_dtypes(node)})"
         raise SpecError(f"{stage}: {reason}\n  at {short_repr(node)}")
+
+
+def check_on_build(u: UOp) -> None:
+    """With SPEC=1 every new UOp is checked as it is built, against the rules every stage shares (a STORE's
+    form, ALU dtypes, constants, casts): a malformed node fails where it is made, not passes later."""
+    verdict = shared_spec.rewrite(u)
+    if verdict is None or verdict is True:
+        return
+    reason = verdict if isinstance(verdict, str) else f"malformed {u.op.name}"
+    raise SpecError(f"{reason}\n  at {short_repr(u)}")
