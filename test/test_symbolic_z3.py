@@ -246,6 +246,7 @@ LAWS = {
     "0 <= x%c < c for c > 0": ([c > 0], z3.And(0 <= floor_mod(x, c), floor_mod(x, c) < c)),
     "c < x%c <= 0 for c < 0": ([c < 0], z3.And(c < floor_mod(x, c), floor_mod(x, c) <= 0)),
     "x//c is monotone in x for c > 0": ([c > 0, x <= a], floor_div(x, c) <= floor_div(a, c)),
+    "x//c < d <=> x < c*d": ([c > 0], (floor_div(x, c) < a) == (x < c * a)),
 }
 
 
@@ -256,6 +257,15 @@ def test_z3_divmod_law(name: str):
     if verdict == "unknown":
         pytest.skip(f"z3 gave up on {name!r} within {TIMEOUT_MS} ms")
     assert verdict == "proved", f"{name} fails at {model}"
+
+
+def test_z3_mod_then_div_law_for_each_divisor():
+    """(x%(d*k))//d == (x//d)%k, the law of the rule `(x%c)//d -> (x//d)%(c//d)`. With d and k symbolic the
+    product makes it nonlinear and z3 gives up, so it is proven for every d, k in 1..12 (linear each time)."""
+    for dv in range(1, 13):
+        for kv in range(1, 13):
+            verdict, model = prove([], floor_div(floor_mod(x, dv * kv), dv) == floor_mod(floor_div(x, dv), kv))
+            assert verdict == "proved", f"d={dv}, k={kv}: {verdict} at {model}"
 
 
 @pytest.mark.parametrize(

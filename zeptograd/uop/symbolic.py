@@ -255,6 +255,21 @@ def fold_nested_div(x: UOp, a: UOp, b: UOp) -> UOp | None:
     return x // (a.arg * b.arg)
 
 
+def fold_mod_then_div(x: UOp, c: UOp, d: UOp) -> UOp | None:
+    """`(x%c)//d -> (x//d)%(c//d)` when d divides c (both positive): the division comes first, where the
+    div/mod rules of sums can fold it."""
+    if x.dtype is not dtypes.index or c.arg <= 0 or d.arg <= 0 or c.arg % d.arg != 0:
+        return None
+    return (x // d.arg) % (c.arg // d.arg)
+
+
+def fold_div_lt(x: UOp, c: UOp, d: UOp) -> UOp | None:
+    """`x//c < d -> x < c*d` for a positive c (floor division: x//c < d exactly when x < c*d)."""
+    if x.dtype is not dtypes.index or c.arg <= 0:
+        return None
+    return x < c.arg * d.arg
+
+
 def fold_nested_mod(x: UOp, a: UOp, b: UOp) -> UOp | None:
     """`(x%(b*k))%b -> x%b` for positive b and k."""
     if x.dtype is not dtypes.index or b.arg <= 0 or a.arg <= 0 or a.arg % b.arg != 0:
@@ -406,6 +421,8 @@ symbolic = PatternMatcher(
         ),
         (UPat.var("x") // UPat.cvar("a") // UPat.cvar("b"), fold_nested_div, "(x//a)//b -> x//(a*b)"),
         (UPat.var("x") % UPat.cvar("a") % UPat.cvar("b"), fold_nested_mod, "(x%(b*k))%b -> x%b"),
+        (UPat.var("x") % UPat.cvar("c") // UPat.cvar("d"), fold_mod_then_div, "(x%c)//d -> (x//d)%(c//d)"),
+        ((UPat.var("x") // UPat.cvar("c")).lt(UPat.cvar("d")), fold_div_lt, "x//c < d -> x < c*d"),
         # ** comparisons (index) **
         (
             UPat((Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ), src=(UPat.var("x"), UPat.cvar("c")), name="cmp"),
