@@ -302,28 +302,28 @@ program_spec = (
 )
 
 
+def _rejection(node: UOp, verdict: Verdict | None, stage: str) -> SpecError:
+    if isinstance(verdict, str):
+        reason = verdict
+    elif verdict is None:
+        reason = f"{node.op.name} is not legal in the {stage}"
+    else:
+        reason = f"malformed {node.op.name} (dtype {node.dtype!r}, sources {_dtypes(node)})"
+    return SpecError(f"{stage}: {reason}\n  at {short_repr(node)}")
+
+
 def verify(root: UOp | Sequence[UOp], spec: PatternMatcher, stage: str) -> None:
     """Raise SpecError at the first node of `root` (a graph, or a linear program as a list) that `spec`
     does not accept, saying why."""
     nodes = root.toposort() if isinstance(root, UOp) else list(root)
     for node in nodes:
-        verdict = spec.rewrite(node)
-        if verdict is True:
-            continue
-        if isinstance(verdict, str):
-            reason = verdict
-        elif verdict is None:
-            reason = f"{node.op.name} is not legal in the {stage}"
-        else:
-            reason = f"malformed {node.op.name} (dtype {node.dtype!r}, sources {_dtypes(node)})"
-        raise SpecError(f"{stage}: {reason}\n  at {short_repr(node)}")
+        if (verdict := spec.rewrite(node)) is not True:
+            raise _rejection(node, verdict, stage)
 
 
 def check_on_build(u: UOp) -> None:
     """With SPEC=1 every new UOp is checked as it is built, against the rules every stage shares (a STORE's
-    form, ALU dtypes, constants, casts): a malformed node fails where it is made, not passes later."""
-    verdict = shared_spec.rewrite(u)
-    if verdict is None or verdict is True:
-        return
-    reason = verdict if isinstance(verdict, str) else f"malformed {u.op.name}"
-    raise SpecError(f"{reason}\n  at {short_repr(u)}")
+    form, ALU dtypes, constants, casts): a malformed node fails where it is made, not passes later. A node
+    those rules do not cover is left to the stage specs."""
+    if (verdict := shared_spec.rewrite(u)) not in (None, True):
+        raise _rejection(u, verdict, "built")

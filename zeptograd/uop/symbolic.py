@@ -162,7 +162,7 @@ def fold_by_range(a: UOp) -> UOp | None:
     """An integer or bool node whose range is a single value is that constant."""
     if a.dtype.count != 1 or not (dtypes.is_int(a.dtype) or dtypes.is_bool(a.dtype)):
         return None
-    lo, hi = a._min_max
+    lo, hi = a.vmin, a.vmax
     return a.const_like(lo) if lo == hi and not isinstance(lo, float) else None
 
 
