@@ -122,8 +122,8 @@ def test_linear_program_rules():
     with pytest.raises(SpecError, match="gated STORE must be lowered to IF/STORE/ENDIF"):
         verify(gated_store, program_spec, "linear program")
     if_ = UOp(Ops.IF, dtypes.void, (gate,))
-    lowered = [glob(), i(16), r, i(8), gate, if_, glob().index(r), glob().index(r).store(UOp.const(F32, 1.0))]
-    lowered.append(UOp(Ops.ENDIF, dtypes.void, (if_,)))
+    store = glob().index(r).store(UOp.const(F32, 1.0))
+    lowered = [glob(), i(16), r, i(8), gate, if_, glob().index(r), store, UOp(Ops.ENDIF, dtypes.void, (if_, store))]
     verify(lowered, program_spec, "linear program")
     with pytest.raises(SpecError, match="REDUCE is lowered to a DEFINE_REG accumulator"):
         verify(reduce_kernel(), program_spec, "linear program")

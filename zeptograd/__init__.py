@@ -1,11 +1,18 @@
 """zeptograd: a small tensor library with a compiler inside.
 
-The IR (`zeptograd.uop`) and the dtypes (`zeptograd.dtype`) are the foundation; the Tensor front end,
-the scheduler, codegen and the devices build on them.
+>>> from zeptograd import Tensor
+>>> (Tensor([1.0, 2.0, 3.0]) * 2).sum().item()
+12.0
+
+`Tensor` builds a lazy graph of UOps (`zeptograd.uop`); `realize()`, `numpy()` or `item()` cut it into
+fused kernels (`schedule`), generate code for each (`codegen`, `renderer`) and run it on a device
+(`runtime`: CPU compiles C, PYTHON interprets the IR).
 """
 
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes, least_upper_dtype, result_type, to_dtype
-from zeptograd.helpers import Context
+from zeptograd.helpers import Context, GlobalCounters
+from zeptograd.runtime.device import Device
+from zeptograd.tensor import Tensor
 from zeptograd.uop import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 __version__ = "0.1.0"
@@ -13,9 +20,12 @@ __all__ = [
     "AddrSpace",
     "Context",
     "DType",
+    "Device",
+    "GlobalCounters",
     "Ops",
     "PatternMatcher",
     "PtrDType",
+    "Tensor",
     "UOp",
     "UPat",
     "dtypes",

@@ -70,3 +70,25 @@ def Context(**flags: int) -> Iterator[None]:
 DEBUG = ContextVar("DEBUG", 0)
 TRACK_REWRITES = ContextVar("TRACK_REWRITES", 0)
 SPEC = ContextVar("SPEC", 0)  # 1: check every new UOp against the stage-independent spec as it is built
+
+
+class GlobalCounters:
+    """What has run since the last `reset()`: kernels launched, their estimated operations and bytes,
+    and the memory the devices hold now.
+
+    >>> GlobalCounters.reset(); GlobalCounters.kernel_count
+    0
+    """
+
+    kernel_count: ClassVar[int] = 0
+    global_ops: ClassVar[int] = 0
+    global_mem: ClassVar[int] = 0
+    time_sum_s: ClassVar[float] = 0.0
+    mem_used: ClassVar[int] = 0
+
+    @staticmethod
+    def reset() -> None:
+        GlobalCounters.kernel_count = 0
+        GlobalCounters.global_ops = 0
+        GlobalCounters.global_mem = 0
+        GlobalCounters.time_sum_s = 0.0

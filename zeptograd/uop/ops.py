@@ -325,7 +325,7 @@ class UOp(MathMixin):
     True
     """
 
-    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_okey", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_okey", "_shape", "__weakref__")
     _interned: ClassVar[weakref.WeakValueDictionary[tuple, UOp]] = weakref.WeakValueDictionary()
     op: Ops
     dtype: DType
@@ -333,6 +333,7 @@ class UOp(MathMixin):
     arg: Any
     _vrange: tuple[Any, Any] | None
     _okey: tuple | None
+    _shape: tuple[int, ...] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         if type(op) is not Ops:
@@ -362,6 +363,7 @@ class UOp(MathMixin):
             setter(ret, "arg", arg)
             setter(ret, "_vrange", None)
             setter(ret, "_okey", None)
+            setter(ret, "_shape", None)
             if SPEC.value:
                 from zeptograd.uop.spec import check_on_build
 
@@ -580,6 +582,24 @@ class UOp(MathMixin):
                     object.__setattr__(node, "_vrange", compute_range(node))
         assert self._vrange is not None
         return self._vrange
+
+    # *** tensor-graph shapes ***
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of a tensor-graph node, from its op, arg and sources (see `uop/shape.py`).
+
+        >>> buf = UOp(Ops.BUFFER, dtypes.float32, (), (0, "CPU", 6))
+        >>> buf.shape, UOp(Ops.RESHAPE, dtypes.float32, (buf,), (2, 3)).shape
+        ((6,), (2, 3))
+        """
+        if self._shape is None:
+            from zeptograd.uop.shape import compute_shape
+
+            for node in self.toposort(gate=lambda n: n._shape is None):
+                object.__setattr__(node, "_shape", compute_shape(node))
+        assert self._shape is not None
+        return self._shape
 
     # *** an order for canonical forms ***
 

@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
@@ -102,12 +103,12 @@ def short_repr(u: UOp) -> str:
     return f"<{u.op.name} {u.dtype!r} {text}>"
 
 
-def render_listing(root: UOp) -> str:
-    """One line per node, sources by line number:
+def render_listing(root: UOp | Sequence[UOp]) -> str:
+    """One line per node (of a graph, or of a linear program in its order), sources by line number:
 
     `   2 MUL          dtypes.index      src=(0, 1)`
     """
-    nodes = root.toposort()
+    nodes = root.toposort() if isinstance(root, UOp) else list(root)
     number = {node: i for i, node in enumerate(nodes)}
     lines = []
     for i, node in enumerate(nodes):

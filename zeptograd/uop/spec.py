@@ -293,7 +293,7 @@ program_spec = (
             (UPat(Ops.STORE, name="st"), check_linear_store, "no gated STORE"),
             (UPat(Ops.REDUCE), lambda: "REDUCE is lowered to a DEFINE_REG accumulator before the program is linear"),
             (UPat(Ops.IF, dtypes.void, name="i"), check_if, "IF"),
-            (UPat(Ops.ENDIF, dtypes.void, src=(UPat(Ops.IF),)), lambda: True, "ENDIF"),
+            (UPat(Ops.ENDIF, dtypes.void, src=(UPat(Ops.IF), UPat(Ops.STORE))), lambda: True, "ENDIF"),
             (UPat(Ops.BARRIER, dtypes.void), lambda: True, "BARRIER"),
             (UPat(Ops.WMMA), lambda: True, "WMMA"),
         ]

@@ -1,0 +1,111 @@
+"""Codegen passes from the kernel AST towards the linear program, each a named graph_rewrite.
+
+- `reduce_to_accumulator`: REDUCE becomes a DEFINE_REG accumulator: set to the identity before the loop,
+  updated inside it through an AFTER that orders each read after the initialisation, and read after the
+  loop's END through another AFTER.
+- `gated_stores`: a gated STORE becomes IF / STORE / ENDIF, so the store itself is unconditional.
+- `commit_index_dtype`: the unbounded `index` dtype becomes int32 where every index value of the kernel
+  fits, else int64 (a walk over the graph, see its docstring).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zeptograd.dtype import AddrSpace, DType, dtypes
+from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.pattern import PatternMatcher, UPat
+
+
+def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
+    """For each node, the loops (RANGE) and conditionals (IF) it sits inside: those it depends on, less
+    those an END or ENDIF below it has closed."""
+    blocks: dict[UOp, frozenset[UOp]] = {}
+    for u in root.toposort():
+        inside: set[UOp] = set()
+        for s in u.src:
+            inside |= blocks[s]
+        if u.op in (Ops.RANGE, Ops.IF):
+            inside.add(u)
+        elif u.op is Ops.END:
+            inside -= set(u.src[1:])
+        elif u.op is Ops.ENDIF:
+            inside.discard(u.src[0])
+        blocks[u] = frozenset(inside)
+    return blocks
+
+
+@dataclass
+class AccumulatorContext:
+    count: int = 0
+    blocks: dict[UOp, frozenset[UOp]] = field(default_factory=dict)
+
+
+def identity_element(op: Ops, dtype: DType) -> UOp:
+    """The value a reduction starts from: 0 for ADD, 1 for MUL, the dtype's minimum for MAX."""
+    value = {Ops.ADD: 0, Ops.MUL: 1}.get(op)
+    return UOp.const(dtype, dtypes.min(dtype) if value is None else value)
+
+
+def reduce_to_accumulator(ctx: AccumulatorContext, r: UOp) -> UOp:
+    value, ranges = r.src[0], r.src[1:]
+    if value not in ctx.blocks:
+        ctx.blocks.update(live_ranges(value))
+    outer = sorted(ctx.blocks[value] - set(ranges), key=lambda b: b.arg if b.op is Ops.RANGE else -1)
+    acc = UOp(Ops.DEFINE_REG, r.dtype.ptr(1, AddrSpace.REG), (), ctx.count)
+    ctx.count += 1
+    zero = UOp.const(dtypes.index, 0)
+    # the accumulator is reset inside the loops that enclose the reduction, before its own loops
+    init = (acc.after(*outer) if outer else acc).index(zero).store(identity_element(r.arg, r.dtype))
+    inside = acc.after(init, *ranges).index(zero)
+    current = inside.load()
+    updated = current.maximum(value) if r.arg is Ops.MAX else current.alu(r.arg, value)
+    end = UOp(Ops.END, dtypes.void, (inside.store(updated), *ranges))
+    return acc.after(end).index(zero).load()
+
+
+accumulators = PatternMatcher(
+    [(UPat(Ops.REDUCE, name="r"), reduce_to_accumulator, "REDUCE -> DEFINE_REG accumulator")]
+)
+
+
+def lower_gated_store(st: UOp) -> UOp:
+    index, value = st.src[0], st.src[1]
+    ungated = index.src[0].index(index.src[1])
+    cond = UOp(Ops.IF, dtypes.void, (index.src[2], ungated, value))
+    return UOp(Ops.ENDIF, dtypes.void, (cond, UOp(Ops.STORE, dtypes.void, (ungated, value, cond))))
+
+
+gated_stores = PatternMatcher(
+    [
+        (
+            UPat(Ops.STORE, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat())), UPat()), name="st"),
+            lower_gated_store,
+            "STORE(INDEX(p, i, gate), v) -> IF(gate) STORE(INDEX(p, i), v) ENDIF",
+        )
+    ]
+)
+
+
+def index_dtype_for(root: UOp) -> DType:
+    """int32 when every index value of the graph fits in it, else int64."""
+    lo, hi = dtypes.min(dtypes.int32), dtypes.max(dtypes.int32)
+    for u in root.toposort():
+        if u.dtype is dtypes.index and not (lo <= u.vmin and u.vmax <= hi):
+            return dtypes.int64
+    return dtypes.int32
+
+
+def commit_index_dtype(root: UOp, dt: DType) -> UOp:
+    """`root` with every `index` node rebuilt in `dt`. A walk, not rules: a node and its sources change
+    dtype together, so no half-converted node (an int32 MUL of index operands) is ever built."""
+    done: dict[UOp, UOp] = {}
+    for u in root.toposort():
+        src = tuple(done[s] for s in u.src)
+        if u.dtype is not dtypes.index:
+            done[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+        elif u.op is Ops.CONST:
+            done[u] = UOp.const(dt, u.arg)
+        else:
+            done[u] = UOp(u.op, dt, src, u.arg)
+    return done[root]

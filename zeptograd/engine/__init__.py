@@ -1,0 +1,1 @@
+"""Engine: realize tensors (schedule, compile, run) and keep live tensors pointing at what was computed."""

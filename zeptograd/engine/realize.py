@@ -1,0 +1,128 @@
+"""Realize: schedule a set of tensors, compile each kernel (once), run the kernels, and make every live
+tensor that depended on a computed value read its buffer instead.
+
+Assignment ordering. `t.assign(x)` builds `STORE(BUFFER b, x)`; a tensor that read `b` before the
+assignment must keep seeing the old contents. When a STORE to `b` is realized while such a read is still
+pending anywhere (a lazy tensor, or a view of `b`), the old contents are copied to a fresh buffer first and
+the pending reads are pointed at the copy. When no stale read is pending (the common case:
+`p.assign(p - lr * g)`), nothing is copied.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from zeptograd.codegen import ProgramSpec, get_program
+from zeptograd.helpers import DEBUG, GlobalCounters
+from zeptograd.runtime.buffer import buffer_for
+from zeptograd.runtime.device import Device
+from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer
+from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.render import render_listing
+
+
+class Lazy(Protocol):
+    uop: UOp
+    device: str
+
+
+live_tensors: weakref.WeakSet[Any] = weakref.WeakSet()
+_programs: dict[tuple[str, UOp], tuple[ProgramSpec, Any]] = {}
+
+
+def compiled(device: str, ast: UOp) -> tuple[ProgramSpec, Any]:
+    """The program and runner of a kernel AST on a device, compiled on first use."""
+    key = (device, ast)
+    if key not in _programs:
+        dev = Device[device]
+        program = get_program(ast, dev.renderer)
+        if DEBUG >= 4:
+            print(program.src)
+        if DEBUG >= 5:
+            print(render_listing(program.uops))
+        _programs[key] = (program, dev.runner(program))
+    return _programs[key]
+
+
+def run_schedule(items: Iterable[ScheduleItem]) -> None:
+    """Run each item in order: kernels on the device of their output buffer, copies between devices."""
+    for item in items:
+        bufs = [buffer_for(b) for b in item.bufs]
+        if item.ast is None:
+            bufs[0].array()[:] = bufs[1].array()
+            continue
+        device = bufs[0].device
+        program, run = compiled(device, item.ast)
+        for b in bufs:
+            b.array()
+        start = time.perf_counter()
+        run(bufs)
+        elapsed = time.perf_counter() - start
+        GlobalCounters.kernel_count += 1
+        GlobalCounters.global_ops += program.flops
+        GlobalCounters.global_mem += program.mem_bytes
+        GlobalCounters.time_sum_s += elapsed
+        if DEBUG >= 2:
+            gflops = program.flops / elapsed * 1e-9 if elapsed else 0.0
+            gbs = program.mem_bytes / elapsed * 1e-9 if elapsed else 0.0
+            size = "x".join(map(str, program.global_size)) or "1"
+            print(
+                f"*** {device:<6} {GlobalCounters.kernel_count:4d} {program.name:<28} global {size:<14} "
+                f"{elapsed * 1e6:9.1f} us {gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s"
+            )
+
+
+def _rewrite(root: UOp, change: dict[UOp, UOp], cache: dict[UOp, UOp], keep: UOp | None = None) -> UOp:
+    """`root` with each key of `change` replaced (not inside `keep`, and never a STORE's target)."""
+    for node in root.toposort(gate=lambda n: n not in cache and n is not keep):
+        if node in change:
+            cache[node] = change[node]
+            continue
+        src = tuple(
+            s if (node.op is Ops.STORE and i == 0) or s is keep else cache.get(s, s) for i, s in enumerate(node.src)
+        )
+        cache[node] = node if all(a is b for a, b in zip(src, node.src)) else node.replace(src=src)
+    return cache.get(root, root)
+
+
+def _snapshot_stale_reads(pending: list[Any]) -> None:
+    roots = UOp(Ops.SINK, src=tuple(t.uop for t in pending))
+    stores = [u for u in roots.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.BUFFER]
+    for store in stores:
+        b = store.src[0]
+        readers = [t for t in live_tensors if _reads(t.uop, b, store)]
+        if not readers:
+            continue
+        old = new_buffer(b.arg[1], b.arg[2], b.dtype)
+        buffer_for(old).array()[:] = buffer_for(b).array()
+        cache: dict[UOp, UOp] = {}
+        for t in readers:
+            t.uop = _rewrite(t.uop, {b: old}, cache, keep=store)
+
+
+def _reads(root: UOp, b: UOp, store: UOp) -> bool:
+    """Does `root` read buffer `b` other than through `store` (which is about to overwrite it)?"""
+    for node in root.toposort(gate=lambda n: n is not store):
+        for i, s in enumerate(node.src):
+            if s is b and not (node.op is Ops.STORE and i == 0):
+                return True
+    return root is b
+
+
+def realize(tensors: Iterable[Lazy]) -> None:
+    """Compute every tensor of `tensors` that is not a buffer yet, in one schedule."""
+    pending = [t for t in tensors if buffer_of(t.uop) is None]
+    if not pending:
+        return
+    _snapshot_stale_reads(pending)
+    roots = list(dict.fromkeys(t.uop for t in pending))
+    device_of = {t.uop: t.device for t in pending}
+    items, views = create_schedule(roots, [device_of[r] for r in roots])
+    run_schedule(items)
+    cache: dict[UOp, UOp] = {}
+    for t in list(live_tensors):
+        if buffer_of(t.uop) is None:
+            t.uop = _rewrite(t.uop, views, cache)

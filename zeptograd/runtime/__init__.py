@@ -1,0 +1,1 @@
+"""Runtime: devices, their buffers, compilers and program runners."""

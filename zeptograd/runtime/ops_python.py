@@ -1,0 +1,146 @@
+"""The PYTHON device: executes a linear program op by op. It is the reference semantics of the IR: what
+each op means here (through `exec_alu` for the ALU) is what every compiled backend must agree with.
+
+It is slow (a Python step per op per loop iteration): use it on small tensors, to check a backend, or to
+step through what a kernel does.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from zeptograd.codegen import ProgramSpec
+from zeptograd.dtype import DType, PtrDType, dtypes, truncate
+from zeptograd.runtime.buffer import Buffer
+from zeptograd.uop.alu import exec_alu
+from zeptograd.uop.ops import GroupOp, Ops, UOp
+
+
+def cast_value(value: Any, dt: DType) -> Any:
+    """`value` converted to `dt` as C converts it (a float to an int truncates toward zero)."""
+    if dt is dtypes.bool:
+        return bool(value)
+    if dtypes.is_float(dt):
+        return truncate(float(value), dt)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return 0  # undefined in C; any value will do, and 0 is what the folding rules assume nothing of
+        value = math.trunc(value)
+    return truncate(int(value), dt)
+
+
+def bitcast_value(value: Any, src: DType, dst: DType) -> Any:
+    if src.fmt is None or dst.fmt is None:
+        raise NotImplementedError(f"bitcast from {src!r} to {dst!r} on the PYTHON device")
+    return struct.unpack(dst.fmt, struct.pack(src.fmt, value))[0]
+
+
+class PythonProgram:
+    """A linear program, ready to run on buffers held in numpy arrays."""
+
+    def __init__(self, uops: Sequence[UOp]):
+        self.uops = list(uops)
+        self.pos = {u: i for i, u in enumerate(self.uops)}
+        # where each block's closer is, to jump over a loop that runs zero times or a false IF
+        self.jump: dict[UOp, int] = {}
+        for i, u in enumerate(self.uops):
+            if u.op is Ops.END:
+                for r in u.src[1:]:
+                    self.jump[r] = i
+            elif u.op is Ops.ENDIF:
+                self.jump[u.src[0]] = i
+
+    def __call__(self, bufs: Sequence[Buffer]) -> None:
+        arrays = [b.array() for b in bufs]
+        values: dict[UOp, Any] = {}
+        regs: dict[UOp, list[Any]] = {}
+        pc = 0
+        uops = self.uops
+        while pc < len(uops):
+            u = uops[pc]
+            op = u.op
+            if op is Ops.RANGE:
+                end = values[u.src[0]]
+                if end <= 0:
+                    pc = self._past_loop(u)
+                    continue
+                values[u] = 0
+            elif op is Ops.END:
+                back = self._end(u, values)
+                if back is not None:
+                    pc = back
+                    continue
+            elif op is Ops.IF:
+                if not values[u.src[0]]:
+                    pc = self.jump[u] + 1
+                    continue
+            elif op in (Ops.ENDIF, Ops.SINK):
+                pass
+            elif op is Ops.DEFINE_GLOBAL:
+                values[u] = arrays[u.arg]
+            elif op is Ops.DEFINE_REG:
+                assert isinstance(u.dtype, PtrDType)
+                regs[u] = [None] * u.dtype.size
+                values[u] = regs[u]
+            elif op is Ops.DEFINE_VAR:
+                raise NotImplementedError("symbolic variables on the PYTHON device")
+            elif op is Ops.CONST:
+                values[u] = u.arg
+            elif op is Ops.AFTER:
+                values[u] = values[u.src[0]]
+            elif op is Ops.INDEX:
+                gate = values[u.src[2]] if len(u.src) == 3 else True
+                values[u] = (values[u.src[0]], values[u.src[1]], gate)
+            elif op is Ops.LOAD:
+                mem, i, gate = values[u.src[0]]
+                if gate:
+                    x = mem[i]
+                    values[u] = x.item() if hasattr(x, "item") else x
+                else:
+                    values[u] = values[u.src[1]]
+            elif op is Ops.STORE:
+                mem, i, gate = values[u.src[0]]
+                if not gate:
+                    raise RuntimeError("a gated STORE reached the PYTHON device: it must be lowered to IF/ENDIF")
+                mem[i] = values[u.src[1]]
+            elif op is Ops.CAST:
+                values[u] = cast_value(values[u.src[0]], u.dtype)
+            elif op is Ops.BITCAST:
+                values[u] = bitcast_value(values[u.src[0]], u.src[0].dtype, u.dtype)
+            elif op in GroupOp.ALU:
+                ret = exec_alu(op, u.dtype, [values[s] for s in u.src])
+                values[u] = 0 if ret is None else ret  # undefined in C (x // 0): any value will do
+            else:
+                raise NotImplementedError(f"the PYTHON device cannot execute {op.name}")
+            pc += 1
+
+    def _past_loop(self, r: UOp) -> int:
+        # a loop that runs zero times: skip to after its END (an END that closes several loops closes them
+        # around one innermost body, so nothing of an enclosing loop is left to run either)
+        return self.jump[r] + 1
+
+    def _end(self, end: UOp, values: dict[UOp, Any]) -> int | None:
+        # the loops this END closes, innermost first: count up the innermost; when it is done, the next
+        ranges = sorted(end.src[1:], key=self.pos.__getitem__, reverse=True)
+        for r in ranges:
+            values[r] += 1
+            if values[r] < values[r.src[0]]:
+                return self.pos[r] + 1
+        return None
+
+
+class PythonDevice:
+    """Interprets linear programs; the reference for every other device."""
+
+    name = "PYTHON"
+
+    def __init__(self) -> None:
+        from zeptograd.renderer.listing import ListingRenderer
+
+        self.renderer = ListingRenderer()
+
+    def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
+        return PythonProgram(program.uops)

@@ -1,0 +1,186 @@
+"""Kernelize: cut the lazy tensor graph into kernels.
+
+A node gets its own buffer (it is *realized*) when
+
+- it is a root being realized, a CONTIGUOUS, an assignment (`STORE(BUFFER, value)`) or a device COPY;
+- it is a REDUCE_AXIS whose result is broadcast back (reaches an EXPAND) or feeds another reduction:
+  fusing it there would recompute the whole reduction for every element that reads it;
+- it is a REDUCE_AXIS read by more than one kernel: a reduction is never computed twice.
+
+Everything else fuses into the kernel that reads it: elementwise chains into each other, elementwise
+producers into the reduction that consumes them and elementwise consumers into the reduction's output.
+An elementwise value read by two kernels is recomputed in each, which costs less than a round trip
+through memory. Each realized node becomes one kernel: its value, read at the output's loop indices
+(`indexing.py` turns movement ops into index arithmetic), stored to its buffer.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass
+
+from zeptograd.dtype import dtypes
+from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.rewrite import graph_rewrite
+from zeptograd.uop.shape import prod, strides_for
+from zeptograd.uop.symbolic import symbolic
+from zeptograd.schedule.indexing import IndexingContext, at, indexing
+
+_buffer_ids = itertools.count()
+
+
+def new_buffer(device: str, size: int, dtype) -> UOp:
+    """A fresh BUFFER node: `arg` is (unique id, device, number of elements)."""
+    return UOp(Ops.BUFFER, dtype, (), (next(_buffer_ids), device, size))
+
+
+def buffer_of(u: UOp) -> UOp | None:
+    """The BUFFER that `u` is a plain view of (the buffer itself, or reshapes of it), else None."""
+    while u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u if u.op is Ops.BUFFER else None
+
+
+def view_of(buf: UOp, shape: tuple[int, ...]) -> UOp:
+    """`buf` seen in `shape`."""
+    return buf if buf.shape == shape else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
+
+
+@dataclass(frozen=True)
+class ScheduleItem:
+    """One step of a schedule: a kernel (`ast`, its buffers with the output first) or a copy (`ast` None,
+    buffers (destination, source))."""
+
+    ast: UOp | None
+    bufs: tuple[UOp, ...]
+
+
+def _device_of(u: UOp, cache: dict[UOp, str | None]) -> str | None:
+    for node in u.toposort(gate=lambda n: n not in cache):
+        if node.op is Ops.BUFFER:
+            cache[node] = node.arg[1]
+        elif node.op is Ops.COPY:
+            cache[node] = node.arg
+        else:
+            cache[node] = next((d for s in node.src if (d := cache[s]) is not None), None)
+    return cache[u]
+
+
+def _reduce_must_realize(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
+    kernels: set[UOp] = set()
+    stack, seen = [r], {r}
+    while stack:
+        for c in consumers[stack.pop()]:
+            if c.op in (Ops.EXPAND, Ops.REDUCE_AXIS):
+                return True
+            if c in realized:
+                kernels.add(c)
+            elif c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return len(kernels) > 1
+
+
+def kernel_name(shape: tuple[int, ...], ast: UOp) -> str:
+    """A kernel's name says what it is: `E_` elementwise or `r_` reducing, then its output shape."""
+    reduces = any(u.op is Ops.REDUCE for u in ast.toposort())
+    return ("r_" if reduces else "E_") + "_".join(str(s) for s in shape)
+
+
+def lower_kernel(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
+    """The kernel AST that stores tensor-graph `value` into buffer `out`, and its buffers (output first):
+    `SINK(END(STORE(INDEX(DEFINE_GLOBAL 0, i), value at i), ranges))`, index arithmetic simplified."""
+    ctx = IndexingContext()
+    ctx.global_for(out)
+    shape = value.shape
+    ranges = tuple(ctx.new_range(s) if s != 1 else UOp.const(dtypes.index, 0) for s in shape)
+    flat = UOp.const(dtypes.index, 0)
+    for r, st in zip(ranges, strides_for(shape)):
+        if r.op is Ops.RANGE:
+            flat = flat + r * st
+    lowered = graph_rewrite(at(value, ranges, UOp.const(dtypes.bool, True)), indexing, ctx, name="indexing")
+    store = ctx.globals[out].index(flat).store(lowered)
+    loops = tuple(r for r in ranges if r.op is Ops.RANGE)
+    body = UOp(Ops.END, dtypes.void, (store, *loops)) if loops else store
+    ast = graph_rewrite(body.sink(), symbolic, name="simplify indices")
+    ast = ast.replace(arg=kernel_name(shape, ast))
+    return ast, tuple(ctx.buffers)
+
+
+def _reads_elsewhere(ast: UOp) -> bool:
+    """Does the kernel read its output buffer anywhere but the element it writes? (Then writing in place
+    would clobber values it has yet to read.)"""
+    stores = [u for u in ast.toposort() if u.op is Ops.STORE]
+    written = {s.src[0].src[1] for s in stores if s.src[0].src[0].arg == 0}
+    for u in ast.toposort():
+        if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and u.src[0].src[0].arg == 0:
+            if u.src[0].src[1] not in written:
+                return True
+    return False
+
+
+def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+    """The kernels (and copies) that compute `roots`, in an order that respects every dependency, and a
+    map from each realized tensor-graph node to the buffer view that now holds its value."""
+    nodes = UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort()[:-1]
+    consumers: dict[UOp, list[UOp]] = defaultdict(list)
+    for u in nodes:
+        for s in u.src:
+            consumers[s].append(u)
+    realized: dict[UOp, None] = {}
+    device_cache: dict[UOp, str | None] = {}
+    root_device = dict(zip(roots, devices))
+    for u in nodes:
+        if u in root_device and buffer_of(u) is None:
+            realized[u] = None
+        if u.op in (Ops.CONTIGUOUS, Ops.STORE, Ops.COPY):
+            realized[u] = None
+        if u.op is Ops.COPY and buffer_of(u.src[0]) is None:
+            realized[u.src[0]] = None
+    for u in reversed(nodes):
+        if u.op is Ops.REDUCE_AXIS and u not in realized and _reduce_must_realize(u, consumers, realized):
+            realized[u] = None
+
+    views: dict[UOp, UOp] = {}
+    cut_cache: dict[UOp, UOp] = {}
+
+    def cut(u: UOp) -> UOp:
+        """`u` with every realized node below it replaced by the view of its buffer."""
+        for node in u.toposort(gate=lambda n: n not in cut_cache):
+            if node in views:
+                cut_cache[node] = views[node]
+            else:
+                src = tuple(cut_cache[s] for s in node.src)
+                cut_cache[node] = node if all(a is b for a, b in zip(src, node.src)) else node.replace(src=src)
+        return cut_cache[u]
+
+    items: list[ScheduleItem] = []
+    for u in nodes:
+        if u not in realized:
+            continue
+        device = root_device.get(u) or _device_of(u, device_cache) or devices[0]
+        if u.op is Ops.COPY:
+            src = buffer_of(cut(u.src[0]))
+            assert src is not None
+            out = new_buffer(u.arg, src.arg[2], u.dtype)
+            items.append(ScheduleItem(None, (out, src)))
+            views[u] = cut_cache[u] = view_of(out, u.shape)
+            continue
+        if u.op is Ops.STORE:
+            out, value = u.src[0], cut(u.src[1])
+        else:
+            value = cut(u.src[0]) if u.op is Ops.CONTIGUOUS else u.replace(src=tuple(cut(s) for s in u.src))
+            out = new_buffer(device, prod(u.shape), u.dtype)
+        views[u] = cut_cache[u] = view_of(out, u.shape)
+        if prod(u.shape) == 0:
+            continue
+        ast, bufs = lower_kernel(out, value)
+        if u.op is Ops.STORE and _reads_elsewhere(ast):
+            # an in-place hazard (t.assign(t.T)): compute the value into a fresh buffer, then copy it over
+            tmp = new_buffer(device, prod(u.shape), u.dtype)
+            tmp_ast, tmp_bufs = lower_kernel(tmp, value)
+            items.append(ScheduleItem(tmp_ast, tmp_bufs))
+            ast, bufs = lower_kernel(out, view_of(tmp, u.shape))
+        items.append(ScheduleItem(ast, bufs))
+    return items, views
