@@ -71,9 +71,9 @@ class Tensor:
                     arr = np.array(data)
                 except ValueError as e:
                     raise ValueError(f"Tensor: the nested sequence is ragged ({e})") from None
-            arr = np.ascontiguousarray(arr.astype(np_dtype(dt), copy=False))
+            arr = arr.astype(np_dtype(dt), copy=False)
             buf = new_buffer(device, arr.size, dt)
-            buffer_for(buf).copyin(arr)
+            buffer_for(buf).copyin(arr)  # copies in C order, whatever the strides (a 0-d array stays 0-d)
             uop = view_of(buf, arr.shape)
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
@@ -648,6 +648,12 @@ class Tensor:
             raise ValueError(
                 f"matmul: shapes {self.shape} and {x.shape} are not aligned ({a.shape[-1]} != {b.shape[-2]})"
             )
+        try:
+            Tensor._broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise ValueError(
+                f"matmul: the batch axes of shapes {self.shape} and {x.shape} cannot be broadcast together"
+            ) from None
         dt = least_upper_dtype(a.dtype, b.dtype)
         a3 = a.cast(dt).reshape(*a.shape[:-1], 1, a.shape[-1])
         bt = b.cast(dt).transpose(-1, -2)

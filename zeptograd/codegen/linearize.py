@@ -37,6 +37,18 @@ def linearize(sink: UOp) -> list[UOp]:
     stack: list[UOp] = []
     program: list[UOp] = []
 
+    # a loop whose END needs another loop's result, and does not contain that loop, runs after it: open
+    # it only once the other loop is done (a reduction that no output index depends on runs first)
+    closer = {r: u for u in nodes if u.op is Ops.END for r in u.src[1:]}
+    before: dict[UOp, set[UOp]] = {}
+    for r, end in closer.items():
+        ends_below = {n for n in end.toposort() if n.op is Ops.END and n is not end}
+        before[r] = {q for e in ends_below for q in e.src[1:] if r not in blocks[e.src[0]]}
+    opened: set[UOp] = set()
+
+    def must_wait(u: UOp) -> bool:
+        return u.op is Ops.RANGE and any(q not in opened for q in before.get(u, ()))
+
     def placeable(u: UOp) -> bool:
         inside = blocks[u] - {u} if u.op in _OPENERS else blocks[u]
         if not inside <= set(stack):
@@ -52,7 +64,7 @@ def linearize(sink: UOp) -> list[UOp]:
                 closes = _closes(u)
                 if len(closes) <= len(stack) and set(stack[len(stack) - len(closes) :]) == set(closes):
                     return u
-        openers = [u for u in ready if u.op in _OPENERS and placeable(u)]
+        openers = [u for u in ready if u.op in _OPENERS and placeable(u) and not must_wait(u)]
         if openers:
             # a conditional first (its store follows at once), then the outermost loop axis
             return min(openers, key=lambda u: (u.op is Ops.RANGE, u.arg if u.op is Ops.RANGE else 0, position[u]))
@@ -67,6 +79,7 @@ def linearize(sink: UOp) -> list[UOp]:
         program.append(u)
         if u.op in _OPENERS:
             stack.append(u)
+            opened.add(u)
         elif u.op in _CLOSERS:
             del stack[len(stack) - len(_closes(u)) :]
         for user in users[u]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from zeptograd.codegen.lowering import identity_element
 from zeptograd.dtype import dtypes
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
@@ -125,6 +126,8 @@ def push_reduce(ctx: IndexingContext, i: UOp, x: UOp) -> UOp:
     _, idx, gate = _split(i)
     src = x.src[0]
     op, axes = x.arg
+    if any(src.shape[a] == 0 for a in axes):
+        return identity_element(op, x.dtype)  # a reduction over nothing: no loop, no read
     ranges = []
     new = list(idx)
     for a in axes:
