@@ -33,3 +33,12 @@ def test_demo_runs_and_prints_before_and_after():
     ).stdout
     assert "before (19 nodes)" in out and "after (4 nodes): r0+4" in out and "after (1 nodes): True" in out
     assert "rules applied:" in out
+
+
+def test_fused_main_job_prints_one_kernel_its_source_and_timings():
+    out = subprocess.run(
+        [sys.executable, "-m", "zeptograd.examples.fused"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "kernels launched: 1" in out and "matches numpy: yes" in out
+    assert "void E_4194304(" in out and "for (" in out
+    assert "zeptograd " in out and "numpy " in out

@@ -13,4 +13,7 @@ def test_readme_python_blocks_run(capsys):
     assert blocks
     exec(compile("\n".join(blocks), str(README), "exec"), {})
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "(x*4+y)//4 0 100" and out[1] == "x" and out[-1] == "x*2"
+    # what the comments next to the prints say, each checked by hand
+    assert out[0] == "[11. 20.] 1"
+    assert out[1] == "[[1.0, 1.0], [1.0, 1.0]] [[5.0, 5.0], [5.0, 5.0]]"
+    assert out[2] == "(x*4+y)//4 0 100" and out[3] == "x" and out[-1] == "x*2"

@@ -323,7 +323,7 @@ class Tensor:
         return self._binary(Ops.MAX, x, "maximum")
 
     def minimum(self, x: Any) -> Tensor:
-        return -((-self).maximum(-x if not isinstance(x, Tensor) else -x))
+        return -((-self).maximum(-x))
 
     def where(self, x: Any, y: Any) -> Tensor:
         """`x` where this (bool) tensor is true, else `y`.
@@ -405,11 +405,20 @@ class Tensor:
     def log(self) -> Tensor:
         return self.log2() * math.log(2)
 
-    __add__ = add
-    __mul__ = mul
-    __sub__ = sub
-    __truediv__ = div
-    __neg__ = neg
+    def __add__(self, x: Any) -> Tensor:
+        return self.add(x)
+
+    def __mul__(self, x: Any) -> Tensor:
+        return self.mul(x)
+
+    def __sub__(self, x: Any) -> Tensor:
+        return self.sub(x)
+
+    def __truediv__(self, x: Any) -> Tensor:
+        return self.div(x)
+
+    def __neg__(self) -> Tensor:
+        return self.neg()
 
     def __radd__(self, x: Any) -> Tensor:
         return self.add(x, reverse=True)

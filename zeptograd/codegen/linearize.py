@@ -71,10 +71,11 @@ def linearize(sink: UOp) -> list[UOp]:
         return None
 
     while ready:
-        u = choose()
-        if u is None:
+        chosen = choose()
+        if chosen is None:
             stuck = ", ".join(f"{n.op.name}" for n in sorted(ready, key=position.__getitem__))
             raise LinearizeError(f"cannot place any of the ready nodes [{stuck}] inside open blocks {stack}")
+        u = chosen
         ready.discard(u)
         program.append(u)
         if u.op in _OPENERS:

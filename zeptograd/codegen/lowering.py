@@ -64,9 +64,7 @@ def reduce_to_accumulator(ctx: AccumulatorContext, r: UOp) -> UOp:
     return acc.after(end).index(zero).load()
 
 
-accumulators = PatternMatcher(
-    [(UPat(Ops.REDUCE, name="r"), reduce_to_accumulator, "REDUCE -> DEFINE_REG accumulator")]
-)
+accumulators = PatternMatcher([(UPat(Ops.REDUCE, name="r"), reduce_to_accumulator, "REDUCE -> DEFINE_REG accumulator")])
 
 
 def lower_gated_store(st: UOp) -> UOp:

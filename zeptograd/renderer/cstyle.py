@@ -177,7 +177,7 @@ class CRenderer:
                 expr, floor = self._alu(u, src)
                 needs_floor |= floor
                 bind(u, "alu", expr)
-            elif op is Ops.SINK:
+            elif op in (Ops.SINK, Ops.GROUP):
                 pass
             else:
                 raise NotImplementedError(f"the C renderer cannot render {op.name}")
@@ -211,4 +211,3 @@ class CRenderer:
         if op in _MATH:
             return _float_math(op, dt, src[0]), False
         raise NotImplementedError(f"the C renderer cannot render {op.name}")
-

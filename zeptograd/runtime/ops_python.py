@@ -77,7 +77,7 @@ class PythonProgram:
                 if not values[u.src[0]]:
                     pc = self.jump[u] + 1
                     continue
-            elif op in (Ops.ENDIF, Ops.SINK):
+            elif op in (Ops.ENDIF, Ops.SINK, Ops.GROUP):
                 pass
             elif op is Ops.DEFINE_GLOBAL:
                 values[u] = arrays[u.arg]

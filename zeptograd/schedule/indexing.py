@@ -20,6 +20,7 @@ reads outside its buffers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from zeptograd.codegen.lowering import identity_element
@@ -148,7 +149,7 @@ def load_buffer(ctx: IndexingContext, i: UOp, x: UOp) -> UOp:
     return ptr.index(idx[0], gate).load(UOp.const(x.dtype, 0))
 
 
-def _index_of(op: Ops | frozenset[Ops]) -> UPat:
+def _index_of(op: Ops | Iterable[Ops]) -> UPat:
     return UPat(Ops.INDEX, src=(UPat(op, name="x"),), allow_any_len=True, name="i")
 
 

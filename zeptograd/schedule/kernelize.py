@@ -21,11 +21,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from zeptograd.dtype import dtypes
+from zeptograd.schedule.indexing import IndexingContext, at, indexing
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.shape import prod, strides_for
 from zeptograd.uop.symbolic import symbolic
-from zeptograd.schedule.indexing import IndexingContext, at, indexing
 
 _buffer_ids = itertools.count()
 
@@ -114,9 +114,9 @@ def _reads_elsewhere(ast: UOp) -> bool:
     stores = [u for u in ast.toposort() if u.op is Ops.STORE]
     written = {s.src[0].src[1] for s in stores if s.src[0].src[0].arg == 0}
     for u in ast.toposort():
-        if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and u.src[0].src[0].arg == 0:
-            if u.src[0].src[1] not in written:
-                return True
+        reads_output = u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and u.src[0].src[0].arg == 0
+        if reads_output and u.src[0].src[1] not in written:
+            return True
     return False
 
 

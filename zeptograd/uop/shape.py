@@ -10,6 +10,7 @@ write, seen in the shape it was assigned in.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from zeptograd.uop.ops import GroupOp, Ops
@@ -53,7 +54,7 @@ def compute_shape(u: UOp) -> Shape:
     raise ValueError(f"{op.name} is not a tensor-graph node with a shape")
 
 
-def prod(shape: Shape) -> int:
+def prod(shape: Iterable[int]) -> int:
     """The number of elements of `shape`."""
     return math.prod(shape)
 

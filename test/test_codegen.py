@@ -1,0 +1,171 @@
+"""Codegen, renderer and runtime: hand-built kernels run on both devices and are checked against Python;
+the linear program has the shape seed 003 describes; compiled kernels are cached; DEBUG prints."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from zeptograd import Context, Device, GlobalCounters, Tensor
+from zeptograd.codegen import full_rewrite, get_program
+from zeptograd.codegen.lowering import index_dtype_for
+from zeptograd.dtype import dtypes
+from zeptograd.engine.realize import run_schedule
+from zeptograd.runtime.buffer import buffer_for
+from zeptograd.runtime.ops_cpu import CCompiler
+from zeptograd.schedule.kernelize import ScheduleItem, new_buffer
+from zeptograd.uop import Ops, UOp
+from zeptograd.uop.spec import SpecError
+
+DEVICES = ["CPU", "PYTHON"]
+
+
+def idx(v: int) -> UOp:
+    return UOp.const(dtypes.index, v)
+
+
+def run_kernel(device: str, body_fn, out_dtype, n_out: int, init: np.ndarray) -> np.ndarray:
+    """Build a kernel with `body_fn(out_ptr) -> sink`, run it on a buffer filled with `init`, return it."""
+    out = new_buffer(device, n_out, out_dtype)
+    buffer_for(out).copyin(init)
+    ptr = UOp(Ops.DEFINE_GLOBAL, out_dtype.ptr(n_out), (), 0)
+    ast = body_fn(ptr).replace(arg="test_kernel")
+    run_schedule([ScheduleItem(ast, (out,))])
+    return buffer_for(out).numpy()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gated_store_becomes_if_store_endif(device: str):
+    def body(ptr):
+        r = UOp.range(8, 0)
+        store = ptr.index(r, r < 5).store(r.cast(dtypes.float32) * 2.0)
+        return UOp(Ops.END, dtypes.void, (store, r)).sink()
+
+    got = run_kernel(device, body, dtypes.float32, 8, np.full(8, -1.0, np.float32))
+    np.testing.assert_array_equal(got, [0, 2, 4, 6, 8, -1, -1, -1])
+    ast = body(UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(8), (), 0)).replace(arg="k")
+    program = full_rewrite(ast)
+    ops = [u.op for u in program]
+    assert ops.index(Ops.IF) < ops.index(Ops.STORE) < ops.index(Ops.ENDIF) < ops.index(Ops.END)
+    if device == "CPU":
+        assert "if (" in get_program(ast, Device["CPU"].renderer).src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_floor_division_of_negative_values(device: str):
+    # (i - 4) // 3 and (i - 4) % 3 with i in [0, 9): the operands go negative, so C's / and % are not enough
+    def body(ptr):
+        r = UOp.range(9, 0)
+        v = r - 4
+        s1 = ptr.index(r).store((v // 3).cast(dtypes.int32))
+        s2 = ptr.index(r + 9).store((v % 3).cast(dtypes.int32))
+        return UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, (s1, s2)), r)).sink()
+
+    got = run_kernel(device, body, dtypes.int32, 18, np.zeros(18, np.int32))
+    expected = [(i - 4) // 3 for i in range(9)] + [(i - 4) % 3 for i in range(9)]
+    assert got.tolist() == expected
+
+
+def test_sum_lowers_to_a_register_accumulator():
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+    from zeptograd.schedule.kernelize import create_schedule
+
+    items, _ = create_schedule([x.sum(axis=1).uop], ["CPU"])
+    (item,) = items
+    assert any(u.op is Ops.REDUCE for u in item.ast.toposort())
+    program = full_rewrite(item.ast)
+    ops = [u.op for u in program]
+    assert Ops.REDUCE not in ops and Ops.DEFINE_REG in ops and Ops.AFTER in ops
+    assert ops.count(Ops.RANGE) == ops.count(Ops.END) == 2
+    src = get_program(item.ast, Device["CPU"].renderer).src
+    assert "float acc0[1];" in src and "for (int32_t ridx0 = 0; ridx0 < 3; ridx0++) {" in src
+
+
+def test_stage_specs_are_checked_at_the_boundaries():
+    ptr = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(4), (), 0)
+    bad = UOp(Ops.RESHAPE, dtypes.float32, (ptr.index(idx(0)).load(),), (1,))  # a movement op in a kernel
+    with Context(SPEC=1), pytest.raises(SpecError, match="kernel AST"):
+        full_rewrite(ptr.index(idx(0)).store(bad).sink())
+
+
+def test_index_dtype_is_committed_from_the_ranges():
+    assert index_dtype_for((UOp.range(1 << 20, 0) * 1024).sink()) is dtypes.int32
+    assert index_dtype_for((UOp.range(1 << 22, 0) * 1024).sink()) is dtypes.int64
+
+
+def test_compiled_kernels_are_cached_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
+    src = "void k(float* restrict data0) { data0[0] = 42.0f; }\n"
+    first = CCompiler()
+    first.library(src)
+    files = list(tmp_path.glob("kernel_*.so"))
+    assert len(files) == 1 and first.key(src) in files[0].name
+    # a second compiler (a new process, say) loads it from disk: a broken CC proves nothing is recompiled
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    second = CCompiler()
+    second.cc = first.cc  # the same key as the first one's: only the file on disk can satisfy it
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: pytest.fail("recompiled a cached kernel"))
+    assert second.library(src)["k"] is not None
+    # a different source gets a different file
+    monkeypatch.undo()
+    monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
+    CCompiler().library(src.replace("42.0f", "43.0f"))
+    assert len(list(tmp_path.glob("kernel_*.so"))) == 2
+
+
+def test_debug_levels_print_kernels(capfd):
+    a = Tensor(np.arange(6, dtype=np.float32)).realize()
+    with Context(DEBUG=2):
+        (a * 3.5 + 17.25).realize()
+    line = capfd.readouterr().out
+    assert "E_6" in line and "GFLOP/s" in line and "GB/s" in line and " us " in line
+    with Context(DEBUG=5):
+        (a * 4.5 + 18.25).realize()  # a kernel not compiled before
+    out = capfd.readouterr().out
+    assert "void E_6(float* restrict data0, const float* restrict data1)" in out
+    assert "RANGE" in out and "DEFINE_GLOBAL" in out  # the linear program's listing
+
+
+def test_device_from_environment():
+    code = "from zeptograd import Tensor; t = Tensor([1.0, 2.0]) * 2; print(t.device, t.tolist())"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"DEVICE": "PYTHON"}
+    ).stdout
+    assert out.strip() == "PYTHON [2.0, 4.0]"
+
+
+def test_default_device_switch():
+    saved = Device.DEFAULT
+    try:
+        Device.DEFAULT = "python"
+        assert Tensor([1.0]).device == "PYTHON"
+    finally:
+        Device.DEFAULT = saved
+    with pytest.raises(ValueError, match="unknown device 'GPU9'"):
+        Tensor([1.0], device="GPU9")
+
+
+def test_copy_between_devices_is_not_a_kernel():
+    a = Tensor(np.arange(5, dtype=np.float32)).realize()
+    GlobalCounters.reset()
+    b = a.to("PYTHON").realize()
+    assert GlobalCounters.kernel_count == 0 and b.device == "PYTHON"
+    assert (b * 2).to("CPU").tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+
+
+@pytest.mark.no_roundtrip  # the round-trip check records (and so keeps alive) every node a test builds
+def test_intermediate_buffers_are_freed():
+    x = Tensor(np.random.default_rng(0).standard_normal((64, 64), dtype=np.float32)).realize()
+    gc.collect()
+    before = GlobalCounters.mem_used
+    m = x.max(axis=1, keepdim=True)
+    e = (x - m).exp2()
+    out = (e / e.sum(axis=1, keepdim=True)).realize()
+    del m, e
+    gc.collect()
+    # only the result stays: the max and the sum were intermediate buffers of the schedule
+    assert GlobalCounters.mem_used - before == out.numel() * 4
