@@ -128,14 +128,18 @@ class Tensor:
 
     @staticmethod
     def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        """>>> Tensor.zeros(2, 3).numpy().sum()
-        np.float32(0.0)
+        """A tensor of zeros (float32 unless `dtype` says otherwise).
+
+        >>> Tensor.zeros(2, 3).tolist()
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
         """
         return Tensor.full(_shape_arg(shape, "zeros"), 0.0, dtype or dtypes.default_float, device)
 
     @staticmethod
     def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        """>>> Tensor.ones(3, dtype="int").tolist()
+        """A tensor of ones (float32 unless `dtype` says otherwise).
+
+        >>> Tensor.ones(3, dtype="int").tolist()
         [1, 1, 1]
         """
         return Tensor.full(_shape_arg(shape, "ones"), 1.0, dtype or dtypes.default_float, device)

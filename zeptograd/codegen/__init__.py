@@ -85,6 +85,7 @@ def full_rewrite(ast: UOp) -> list[UOp]:
             _check(sink, f"after {name}")
     sink = graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators")
     sink = graph_rewrite(sink, symbolic, name="simplify")
+    _check(sink, "after accumulators")
     sink = graph_rewrite(sink, gated_stores, name="gated stores")
     sink = commit_index_dtype(sink, index_dtype_for(sink))
     program = linearize(sink)

@@ -21,10 +21,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from zeptograd.dtype import dtypes
+from zeptograd.helpers import SPEC
 from zeptograd.schedule.indexing import IndexingContext, at, indexing
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.shape import prod, strides_for
+from zeptograd.uop.spec import tensor_spec, verify
 from zeptograd.uop.symbolic import symbolic
 
 _buffer_ids = itertools.count()
@@ -88,9 +90,28 @@ def kernel_name(shape: tuple[int, ...], ast: UOp) -> str:
     return ("r_" if reduces else "E_") + "_".join(str(s) for s in shape)
 
 
+# kernels already lowered, keyed by their graph with each buffer replaced by a placeholder of its position:
+# the same computation on other buffers (every step of a training loop) is lowered once
+_lowered: dict[tuple[UOp, UOp], tuple[UOp, tuple[int, ...]]] = {}
+LOWERED_CACHE_SIZE = 4096
+
+
 def lower_kernel(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
     """The kernel AST that stores tensor-graph `value` into buffer `out`, and its buffers (output first):
     `SINK(END(STORE(INDEX(DEFINE_GLOBAL 0, i), value at i), ranges))`, index arithmetic simplified."""
+    bufs = [out, *(u for u in value.toposort() if u.op is Ops.BUFFER and u is not out)]
+    placeholders = {b: UOp(Ops.BUFFER, b.dtype, (), (-1 - i, "", b.arg[2])) for i, b in enumerate(bufs)}
+    key = (placeholders[out], value.substitute(placeholders))
+    if key not in _lowered:
+        if len(_lowered) >= LOWERED_CACHE_SIZE:
+            _lowered.clear()
+        ast, used = _lower(*key)
+        _lowered[key] = (ast, tuple(-1 - b.arg[0] for b in used))
+    ast, positions = _lowered[key]
+    return ast, tuple(bufs[p] for p in positions)
+
+
+def _lower(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
     ctx = IndexingContext()
     ctx.global_for(out)
     shape = value.shape
@@ -123,7 +144,10 @@ def _reads_elsewhere(ast: UOp) -> bool:
 def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
     """The kernels (and copies) that compute `roots`, in an order that respects every dependency, and a
     map from each realized tensor-graph node to the buffer view that now holds its value."""
-    nodes = UOp(Ops.SINK, dtypes.void, tuple(roots)).toposort()[:-1]
+    sink = UOp(Ops.SINK, dtypes.void, tuple(roots))
+    if SPEC.value:
+        verify(sink, tensor_spec, "tensor graph")
+    nodes = sink.toposort()[:-1]
     consumers: dict[UOp, list[UOp]] = defaultdict(list)
     for u in nodes:
         for s in u.src:
