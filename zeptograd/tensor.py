@@ -24,6 +24,7 @@ from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
 Scalar = ConstType
+SPLIT_SUM = 1 << 14  # float sums over more elements than this add in two stages (see Tensor._float_sum)
 _NP_TO_DTYPE = {np.dtype(dt.fmt): dt for dt in dtypes.all if dt.fmt is not None}
 
 
@@ -494,8 +495,28 @@ class Tensor:
             acc = dtypes.uint32 if dtypes.is_unsigned(dt) else dtypes.int32
             return self._reduce(Ops.ADD, axis, keepdim, "sum", acc)
         if dt in (dtypes.float16, dtypes.bfloat16):
-            return self._reduce(Ops.ADD, axis, keepdim, "sum", dtypes.float32).cast(dt)
+            return self._float_sum(axis, keepdim, dtypes.float32).cast(dt)
+        if dtypes.is_float(dt):
+            return self._float_sum(axis, keepdim, dt)
         return self._reduce(Ops.ADD, axis, keepdim, "sum", dt)
+
+    def _float_sum(self, axis: Any, keepdim: bool, acc: DType) -> Tensor:
+        """A float sum over many elements adds in two stages, sums of about sqrt(n) elements each, then their
+        sum: one long chain of float adds loses precision (2**25 ones would sum to 2**24)."""
+        axes = self._axes(axis, "sum")
+        n = prod(self.shape[a] for a in axes)
+        if n <= SPLIT_SUM:
+            return self._reduce(Ops.ADD, axis, keepdim, "sum", acc)
+        kept = [i for i in range(self.ndim) if i not in axes]
+        kept_shape = tuple(self.shape[i] for i in kept)
+        x = self.cast(acc).permute(*kept, *axes).reshape(*kept_shape, n)
+        chunk = 1 << (n.bit_length() // 2)
+        padded = -(-n // chunk) * chunk
+        if padded != n:
+            x = x.pad(((0, 0),) * len(kept) + ((0, padded - n),))
+        partial = x.reshape(*kept_shape, padded // chunk, chunk)._reduce(Ops.ADD, -1, False, "sum", acc)
+        total = partial._reduce(Ops.ADD, -1, False, "sum", acc)
+        return total.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape))) if keepdim else total
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """The maximum over `axis` (all axes when None); an empty axis has no maximum.

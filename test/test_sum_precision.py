@@ -1,0 +1,37 @@
+"""Long float sums add in two stages (sums of about sqrt(n) elements, then their sum), so they keep the
+precision numpy's pairwise sum has; a single chain of float32 adds stalls at 2**24."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zeptograd import GlobalCounters, Tensor
+
+
+@pytest.mark.no_roundtrip
+def test_sum_of_many_ones_is_exact():
+    GlobalCounters.reset()
+    assert Tensor(np.ones(1 << 25, np.float32)).sum().item() == 2.0**25
+    assert GlobalCounters.kernel_count == 2  # the partial sums, then their sum
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("n", [(1 << 14) + 1, 100_003, 1 << 20])  # just past the split, a prime, a power of 2
+def test_long_sums_match_float64(n: int):
+    x = np.random.default_rng(n).random(n).astype(np.float32)
+    exact = x.astype(np.float64).sum()
+    assert abs(Tensor(x).sum().item() - exact) / exact < 2e-6
+
+
+@pytest.mark.no_roundtrip
+def test_split_sum_over_axes_and_keepdim():
+    x = np.random.default_rng(1).random((3, 20000)).astype(np.float32)
+    t = Tensor(x)
+    np.testing.assert_allclose(t.sum(axis=1).numpy(), x.astype(np.float64).sum(1), rtol=2e-6)
+    assert t.sum(axis=1, keepdim=True).shape == (3, 1)
+    tt = Tensor(np.ascontiguousarray(x.T))
+    np.testing.assert_allclose(tt.sum(axis=0, keepdim=True).numpy(), x.astype(np.float64).sum(1)[None], rtol=2e-6)
+    half = Tensor(x.astype(np.float16))
+    assert half.sum(axis=1).dtype == half.dtype
+    np.testing.assert_allclose(half.sum(axis=1).numpy(), x.astype(np.float16).astype(np.float64).sum(1), rtol=1e-3)
