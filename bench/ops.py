@@ -1,0 +1,455 @@
+"""Tensor-op speed of zeptograd against numpy and torch (a benchmark, not a test).
+
+    python bench/ops.py                 # everything, at full size (under a minute on 2 idle cores)
+    python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
+    python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, overhead, compile)
+    python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
+
+Benchmarks (float32 throughout; all three libraries get the same inputs):
+
+1. relu    fused `relu(a*b+c)` over 2^24 elements (zeptograd: `(a*b+c).maximum(0)`, one kernel).
+2. sum     full reduction of 2^24 elements.
+3. softmax row softmax of a 4096x4096 matrix. zeptograd: max, exp2 of `(x-max)*log2(e)`, sum, divide;
+           numpy: the same with `np.exp`; torch: `torch.softmax`.
+4. matmul  square `a @ b` for n = 256, 512, 1024, 2048; the notes give GFLOP/s (2*n^3 flops a run).
+5. overhead per-op overhead: `x = (x + 1).realize()` on a (4,) tensor, many steps in a row; the time is per
+           op (numpy and torch: `x = x + 1`).
+6. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
+           expression each trial): build, schedule, generate code, compile and run. The notes give the time of
+           the same expression's second call (cache hit), so cold - warm is about the compile cost. zeptograd
+           only.
+
+How zeptograd is timed: inputs are realized before timing; each timed run builds the lazy expression and calls
+`.realize()` (kernels run synchronously on the CPU); one untimed warm-up run comes first (compiles). numpy and
+torch are timed the same way (one warm-up, then their own runs). Every time is the median over N runs; N is
+chosen so that each library spends about 2 s (--quick: 0.2 s) per row on timed runs, at least 3 (1 when a single
+run takes over 5 s) and at most 50, unless `--repeats` fixes it. The zeptograd warm-up results are checked
+against numpy, computed in float64; a mismatch shows in the notes.
+
+Columns of the final table:
+
+    benchmark   what ran, at what size
+    zeptograd   median time of one run (overhead: of one op), with a unit (us, ms, s)
+    numpy       the same for numpy
+    torch       the same for torch (torch.set_num_threads(os.cpu_count())); "-" when torch is not importable
+    zg/np       zeptograd time / numpy time: below 1 zeptograd is faster, above 1 it is slower
+    zg/torch    zeptograd time / torch time
+    notes       correctness check (ok, or the error), GFLOP/s for matmul, the warm time for compile, and NOISY
+                when other processes kept at least a quarter of a cpu busy during the row (from /proc/stat):
+                multithreaded code (BLAS, torch) slows down badly when it has to share the cores
+
+The script imports zeptograd from the checkout it lives in (its parent directory goes first on sys.path), and
+before that sets ZEPTOGRAD_CACHE_DIR to a fresh temporary directory (removed at exit), so no kernel comes from an
+earlier run's disk cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import gc
+import math
+import os
+import platform
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# benchmark the checkout this script lives in, not whatever `zeptograd` an install points at
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+_CACHE_DIR = tempfile.mkdtemp(prefix="zeptograd-bench-cache-")
+os.environ["ZEPTOGRAD_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+
+from zeptograd import Tensor  # noqa: E402  (after ZEPTOGRAD_CACHE_DIR is set)
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+LIBS = ("zeptograd", "numpy", "torch")
+BENCHMARKS = ("relu", "sum", "softmax", "matmul", "overhead", "compile")
+LOG2E = math.log2(math.e)
+SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
+BUSY_WARN_CPUS = 0.25  # a row during which other processes kept this many cpus busy is marked NOISY
+MIN_WIDTHS = (38, 10, 10, 10, 7, 8)  # table columns before the notes, so progress lines line up with the table
+
+
+@dataclass
+class Config:
+    quick: bool
+    repeats: int | None  # fixed number of timed runs; None: as many as fit in budget_s (at least 3)
+    budget_s: float  # time each library may spend on the timed runs of one row
+    max_runs: int
+    elementwise_n: int
+    softmax_n: int
+    matmul_sizes: tuple[int, ...]
+    overhead_steps: int
+    compile_trials: int
+
+
+@dataclass
+class Row:
+    name: str
+    times: dict[str, float | None] = field(default_factory=dict)  # median seconds; None: failed or not run
+    notes: list[str] = field(default_factory=list)
+
+
+def make_config(quick: bool, repeats: int | None) -> Config:
+    if quick:
+        return Config(True, repeats, 0.2, 10, 1 << 20, 512, (64, 128, 256), 100, 2)
+    return Config(False, repeats, 2.0, 50, 1 << 24, 4096, (256, 512, 1024, 2048), 1000, 5)
+
+
+def time_runs(fn: Callable[[], Any], cfg: Config) -> tuple[float, Any]:
+    """One untimed warm-up call, then N timed calls; returns (median seconds, the warm-up's result)."""
+    warm = fn()
+    gc.collect()
+    t0 = time.perf_counter()
+    fn()
+    times = [time.perf_counter() - t0]
+    if cfg.repeats is not None:
+        runs = cfg.repeats
+    elif times[0] > SLOW_RUN_S:
+        runs = 1
+    else:
+        runs = max(3, min(cfg.max_runs, int(cfg.budget_s / max(times[0], 1e-9))))
+    for _ in range(runs - 1):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), warm
+
+
+def check_close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
+    """'ok', or a short description of how `got` differs from `want`."""
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        return f"shape {got.shape} != {want.shape}"
+    if not np.allclose(got, want, rtol=rtol, atol=atol):
+        err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        return f"MISMATCH (max abs err {np.nanmax(err):.3g}, {int(np.sum(~np.isclose(got, want, rtol, atol)))} bad)"
+    return "ok"
+
+
+def run_lib(row: Row, lib: str, fn: Callable[[], Any], cfg: Config) -> Any:
+    """Time `fn` for one library into `row`; on an exception, record it and go on. Returns the warm-up result."""
+    try:
+        row.times[lib], warm = time_runs(fn, cfg)
+        return warm
+    except Exception as e:
+        row.times[lib] = None
+        row.notes.append(f"{lib} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:100])
+        print(f"--- {lib} failed in {row.name!r}:", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return None
+
+
+def check_zg(row: Row, warm: Any, want: np.ndarray, rtol: float = 1e-4, atol: float = 1e-6) -> None:
+    """Compare zeptograd's warm-up result (a Tensor) with `want`; record the verdict in the notes."""
+    if warm is None:
+        return
+    try:
+        verdict = check_close(warm.numpy(), want, rtol, atol)
+    except Exception as e:
+        verdict = f".numpy() failed: {type(e).__name__}: {e}"[:100]
+        traceback.print_exc(file=sys.stderr)
+    row.notes.insert(0, verdict)
+
+
+def to_torch(a: np.ndarray) -> Any:
+    return torch.from_numpy(a) if torch is not None else None
+
+
+def bench_relu(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    n = cfg.elementwise_n
+    a, b, c = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    row = Row(f"relu(a*b+c) {n // (1 << 20)}M")
+    za, zb, zc = (Tensor(x).realize() for x in (a, b, c))
+    warm = run_lib(row, "zeptograd", lambda: (za * zb + zc).maximum(0).realize(), cfg)
+    run_lib(row, "numpy", lambda: np.maximum(a * b + c, 0), cfg)
+    if torch is not None:
+        ta, tb, tc = to_torch(a), to_torch(b), to_torch(c)
+        run_lib(row, "torch", lambda: torch.relu(ta * tb + tc), cfg)
+    check_zg(row, warm, np.maximum(a * b + c, 0))
+    yield row
+
+
+def bench_sum(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    n = cfg.elementwise_n
+    # uniform [0, 1): the sum is large (~n/2), so lost or doubled elements and float32 accumulation error show
+    a = rng.random(n, dtype=np.float32)
+    row = Row(f"sum {n // (1 << 20)}M")
+    za = Tensor(a).realize()
+    results = {"zeptograd": run_lib(row, "zeptograd", lambda: za.sum().realize(), cfg)}
+    results["numpy"] = run_lib(row, "numpy", lambda: a.sum(), cfg)
+    if torch is not None:
+        ta = to_torch(a)
+        results["torch"] = run_lib(row, "torch", lambda: ta.sum(), cfg)
+    exact = a.sum(dtype=np.float64)
+    # a float32 sum of 2^24 terms is rarely exact: "ok" means within 1e-3; the notes give each library's error
+    check_zg(row, results["zeptograd"], np.asarray(exact, dtype=np.float32), rtol=1e-3, atol=0.0)
+    errors = []
+    for lib, result in results.items():
+        try:
+            value = float(result.numpy() if lib != "numpy" else result)
+            errors.append(f"{lib} {abs(value - exact) / exact:.1e}")
+        except Exception:  # failed already (None) or cannot convert; run_lib or check_zg reported it
+            errors.append(f"{lib} ?")
+    row.notes.append("rel err vs float64: " + ", ".join(errors))
+    yield row
+
+
+def bench_softmax(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    n = cfg.softmax_n
+    x = rng.standard_normal((n, n), dtype=np.float32) * 4
+
+    def zg_softmax(t: Any) -> Any:
+        e = ((t - t.max(axis=1, keepdim=True)) * LOG2E).exp2()
+        return (e / e.sum(axis=1, keepdim=True)).realize()
+
+    def np_softmax(v: np.ndarray) -> np.ndarray:
+        e = np.exp(v - v.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    row = Row(f"softmax {n}x{n}")
+    zx = Tensor(x).realize()
+    warm = run_lib(row, "zeptograd", lambda: zg_softmax(zx), cfg)
+    run_lib(row, "numpy", lambda: np_softmax(x), cfg)
+    if torch is not None:
+        tx = to_torch(x)
+        run_lib(row, "torch", lambda: torch.softmax(tx, dim=1), cfg)
+    check_zg(row, warm, np_softmax(x.astype(np.float64)).astype(np.float32), rtol=1e-3, atol=1e-7)
+    yield row
+
+
+def bench_matmul(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    for n in cfg.matmul_sizes:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        row = Row(f"matmul {n}")
+        za, zb = Tensor(a).realize(), Tensor(b).realize()
+        warm = run_lib(row, "zeptograd", lambda za=za, zb=zb: (za @ zb).realize(), cfg)
+        run_lib(row, "numpy", lambda a=a, b=b: a @ b, cfg)
+        if torch is not None:
+            ta, tb = to_torch(a), to_torch(b)
+            run_lib(row, "torch", lambda ta=ta, tb=tb: ta @ tb, cfg)
+        # float32 dot products of length n: the error grows with n, so compare against float64 loosely
+        check_zg(row, warm, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-3, atol=1e-3 * math.sqrt(n))
+        flops = 2 * n**3
+        rates = [f"{lib} {flops / t / 1e9:.1f}" for lib in LIBS if (t := row.times.get(lib))]
+        row.notes.append("GFLOP/s " + ", ".join(rates))
+        yield row
+
+
+def bench_overhead(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    steps = cfg.overhead_steps
+    row = Row(f"overhead: x+1 on (4,), {steps} ops")
+    final: dict[str, Any] = {}
+
+    def zg_steps() -> Any:
+        x = Tensor(np.zeros(4, dtype=np.float32)).realize()
+        for _ in range(steps):
+            x = (x + 1).realize()
+        return x
+
+    def np_steps() -> np.ndarray:
+        x = np.zeros(4, dtype=np.float32)
+        for _ in range(steps):
+            x = x + 1
+        return x
+
+    def torch_steps() -> Any:
+        x = torch.zeros(4, dtype=torch.float32)
+        for _ in range(steps):
+            x = x + 1
+        return x
+
+    final["zeptograd"] = run_lib(row, "zeptograd", zg_steps, cfg)
+    run_lib(row, "numpy", np_steps, cfg)
+    if torch is not None:
+        run_lib(row, "torch", torch_steps, cfg)
+    row.times = {lib: (t / steps if t is not None else None) for lib, t in row.times.items()}
+    check_zg(row, final["zeptograd"], np.full(4, steps, dtype=np.float32), rtol=0.0, atol=0.0)
+    row.notes.append("times are per op")
+    yield row
+
+
+def cache_files(path: str) -> int:
+    return sum(len(files) for _, _, files in os.walk(path))
+
+
+def bench_compile(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    """Each trial builds an expression no earlier trial built: a chain whose length depends on the trial, with
+    random constants (so the kernel source differs even if constants are baked in), over a shape of its own."""
+    trial_rng = random.Random()  # unseeded: a rerun builds other kernels too
+    row = Row(f"compile: first call, {cfg.compile_trials} new kernels")
+    cold: list[float] = []
+    warm: list[float] = []
+    verdict = "ok"
+    try:
+        # one unrelated kernel first, so one-time setup (finding the compiler, first imports) is not counted
+        (Tensor(np.ones(7, dtype=np.float32)).realize() * 3).realize()
+        for trial in range(cfg.compile_trials):
+            n = 1000 + trial
+            x_np = rng.standard_normal(n, dtype=np.float32)
+            consts = [(trial_rng.uniform(0.5, 2.0), trial_rng.uniform(-1.0, 1.0)) for _ in range(trial + 2)]
+            x = Tensor(x_np).realize()
+
+            def build(x: Any = x, consts: list[tuple[float, float]] = consts) -> Any:
+                y = x
+                for k, c in consts:
+                    y = (y * k + c).maximum(0)
+                return y
+
+            t0 = time.perf_counter()
+            out = build().realize()
+            cold.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            build().realize()
+            warm.append(time.perf_counter() - t0)
+            want = x_np.astype(np.float64)
+            for k, c in consts:
+                want = np.maximum(want * np.float32(k) + np.float32(c), 0)
+            if verdict == "ok":
+                verdict = check_close(out.numpy(), want.astype(np.float32), rtol=1e-5, atol=1e-6)
+    except Exception as e:
+        row.notes.append(f"zeptograd failed: {type(e).__name__}: {e}"[:100])
+        traceback.print_exc(file=sys.stderr)
+    if cold:
+        row.times["zeptograd"] = statistics.median(cold)
+        row.notes.insert(0, verdict)
+        row.notes.append(f"second call {fmt_time(statistics.median(warm))}")
+        row.notes.append(f"cold {'/'.join(fmt_time(t) for t in cold)}")
+    if cache_files(_CACHE_DIR) == 0:
+        row.notes.append("ZEPTOGRAD_CACHE_DIR is still empty")
+    yield row
+
+
+def fmt_time(t: float | None) -> str:
+    if t is None:
+        return "-"
+    if t < 1e-3:
+        return f"{t * 1e6:.1f} us"
+    if t < 1.0:
+        return f"{t * 1e3:.2f} ms"
+    return f"{t:.2f} s"
+
+
+def fmt_ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b is not None else "-"
+
+
+def table_lines(rows: list[Row]) -> list[str]:
+    header = ["benchmark", "zeptograd", "numpy", "torch", "zg/np", "zg/torch", "notes"]
+    cells = [
+        [
+            r.name,
+            fmt_time(r.times.get("zeptograd")),
+            fmt_time(r.times.get("numpy")),
+            fmt_time(r.times.get("torch")),
+            fmt_ratio(r.times.get("zeptograd"), r.times.get("numpy")),
+            fmt_ratio(r.times.get("zeptograd"), r.times.get("torch")),
+            "; ".join(r.notes),
+        ]
+        for r in rows
+    ]
+    widths = [max(w, *(len(line[i]) for line in [header, *cells])) for i, w in enumerate(MIN_WIDTHS)]
+
+    def join(line: list[str]) -> str:
+        left = line[0].ljust(widths[0])
+        middle = "  ".join(cell.rjust(w) for cell, w in zip(line[1:-1], widths[1:]))
+        return f"{left}  {middle}  {line[-1]}".rstrip()
+
+    lines = [join(header)]
+    lines.append("-" * len(lines[0]))
+    lines.extend(join(line) for line in cells)
+    return lines
+
+
+def print_progress(row: Row) -> None:
+    print(table_lines([row])[-1], flush=True)
+
+
+BENCH_FNS: dict[str, Callable[[Config, np.random.Generator], Iterator[Row]]] = {
+    "relu": bench_relu,
+    "sum": bench_sum,
+    "softmax": bench_softmax,
+    "matmul": bench_matmul,
+    "overhead": bench_overhead,
+    "compile": bench_compile,
+}
+
+
+def other_cpu_seconds() -> float | None:
+    """CPU seconds that all processes but this one and its children have used since boot (Linux /proc/stat), or
+    None elsewhere. Other work on the machine during a run makes its times noisy: multithreaded code suffers most."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    own = os.times()  # this process and the children it waited for (the C compiler)
+    return busy - (own.user + own.system + own.children_user + own.children_system)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes and budgets (a smoke test)")
+    parser.add_argument("--only", choices=BENCHMARKS, help="run one benchmark")
+    parser.add_argument("--repeats", type=int, help="timed runs per library and row (default: a time budget)")
+    args = parser.parse_args()
+    if args.repeats is not None and args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    cfg = make_config(args.quick, args.repeats)
+
+    torch_note = "not importable, skipped"
+    if torch is not None:
+        torch.set_num_threads(os.cpu_count() or 1)
+        torch_note = f"{torch.__version__}, {torch.get_num_threads()} threads"
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} cpus, numpy {np.__version__}, torch {torch_note}; "
+        f"{'quick' if cfg.quick else 'full'} run; ZEPTOGRAD_CACHE_DIR={_CACHE_DIR}",
+        flush=True,
+    )
+
+    rng = np.random.default_rng(0)
+    rows: list[Row] = []
+    t_start = time.perf_counter()
+    busy_start = busy = other_cpu_seconds()
+    for name in [args.only] if args.only else BENCHMARKS:
+        t_row = time.perf_counter()
+        for row in BENCH_FNS[name](cfg, rng):
+            busy_now = other_cpu_seconds()
+            if busy is not None and busy_now is not None:
+                others = (busy_now - busy) / (time.perf_counter() - t_row)
+                if others >= BUSY_WARN_CPUS:
+                    row.notes.append(f"NOISY: other processes used {others:.1f} cpus")
+            print_progress(row)
+            rows.append(row)
+            gc.collect()
+            busy, t_row = other_cpu_seconds(), time.perf_counter()
+    elapsed = time.perf_counter() - t_start
+    busy_end = other_cpu_seconds()
+    load_note = ""
+    if busy_start is not None and busy_end is not None:
+        load_note = f"; other processes used {(busy_end - busy_start) / elapsed:.2f} cpus"
+    print(f"\ntotal {elapsed:.1f} s{load_note}; times are medians, zg/np > 1 means zeptograd is slower\n")
+    print("\n".join(table_lines(rows)))
+
+
+if __name__ == "__main__":
+    main()
