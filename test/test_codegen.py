@@ -169,3 +169,20 @@ def test_intermediate_buffers_are_freed():
     gc.collect()
     # only the result stays: the max and the sum were intermediate buffers of the schedule
     assert GlobalCounters.mem_used - before == out.numel() * 4
+
+
+def test_python_device_checks_every_access():
+    # the reference device is also a bounds checker: an index outside the buffer raises, a negative one too
+    def body(ptr):
+        r = UOp.range(4, 0)
+        return UOp(Ops.END, dtypes.void, (ptr.index(r - 1).store(UOp.const(dtypes.float32, 1.0)), r)).sink()
+
+    with pytest.raises(IndexError, match="element -1 of a buffer of 4"):
+        run_kernel("PYTHON", body, dtypes.float32, 4, np.zeros(4, np.float32))
+
+
+def test_reads_wholly_in_padding_keep_the_other_buffers_in_place():
+    # the padded read folds away with its buffer; the remaining arguments must be renumbered
+    a = Tensor(np.array([-8.0, -3.0], np.float32))
+    b = Tensor(np.array([3.0, 4.0], np.float32))
+    assert (a.pad(((0, 2),)).shrink(((2, 4),)) + b).tolist() == [3.0, 4.0]

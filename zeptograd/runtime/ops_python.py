@@ -93,7 +93,11 @@ class PythonProgram:
                 values[u] = values[u.src[0]]
             elif op is Ops.INDEX:
                 gate = values[u.src[2]] if len(u.src) == 3 else True
-                values[u] = (values[u.src[0]], values[u.src[1]], gate)
+                mem, i = values[u.src[0]], values[u.src[1]]
+                if gate and not 0 <= i < len(mem):
+                    # numpy would wrap a negative index: the reference device checks every access instead
+                    raise IndexError(f"kernel accesses element {i} of a buffer of {len(mem)} ({u.src[0].op.name})")
+                values[u] = (mem, i, gate)
             elif op is Ops.LOAD:
                 mem, i, gate = values[u.src[0]]
                 if gate:

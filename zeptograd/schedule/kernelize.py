@@ -126,7 +126,11 @@ def _lower(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
     body = UOp(Ops.END, dtypes.void, (store, *loops)) if loops else store
     ast = graph_rewrite(body.sink(), symbolic, name="simplify indices")
     ast = ast.replace(arg=kernel_name(shape, ast))
-    return ast, tuple(ctx.buffers)
+    # a read that lies wholly in padding folds away with its buffer: number the buffers that are left 0, 1, ...
+    used = sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+    if len(used) != len(ctx.buffers):
+        ast = ast.substitute({g: g.replace(arg=i) for i, g in enumerate(used) if g.arg != i})
+    return ast, tuple(ctx.buffers[g.arg] for g in used)
 
 
 def _reads_elsewhere(ast: UOp) -> bool:

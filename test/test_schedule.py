@@ -1,0 +1,391 @@
+"""How many kernels each pattern makes, and that kernels read and write only inside their buffers.
+
+Kernel counts are what fusion promises (see DESIGN.md, "Schedule"): elementwise chains fuse into each other and
+into reductions; a reduce whose result is broadcast back, a CONTIGUOUS, an assignment and a copy end a kernel.
+Inputs are realized before the counter is reset unless a test says otherwise; copies of input data to the device
+are not kernels. Every count test also checks the value against numpy, so a schedule that saves kernels by
+computing the wrong thing fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from zeptograd import Tensor
+from zeptograd.helpers import GlobalCounters
+
+DEVICES = ["CPU", "PYTHON"]
+
+
+def inputs(device: str, *shapes: tuple[int, ...], seed: int = 0) -> list[tuple[np.ndarray, Tensor]]:
+    """Realized float32 inputs with their numpy values (at most 64 elements each, for the PYTHON device)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape in shapes:
+        a = rng.uniform(-2, 2, size=shape).astype(np.float32)
+        out.append((a, Tensor(a, device=device).realize()))
+    return out
+
+
+def kernels(*ts: Tensor) -> int:
+    """Kernels launched to realize ts together."""
+    GlobalCounters.reset()
+    Tensor.realize(*ts)
+    return GlobalCounters.kernel_count
+
+
+def close(t: Tensor, ref: np.ndarray, rtol: float = 1e-5, atol: float = 1e-5) -> None:
+    out = t.numpy()
+    assert out.shape == np.shape(ref)
+    np.testing.assert_allclose(out.astype(np.float64), np.asarray(ref, np.float64), rtol=rtol, atol=atol)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fusion
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mul_add_relu_sum_is_one_kernel(device: str):
+    (a, ta), (b, tb), (c, tc) = inputs(device, (4, 8), (4, 8), (4, 8))
+    out = (ta * tb + tc).maximum(0).sum()
+    assert kernels(out) == 1
+    w = a.astype(np.float64)
+    close(out, np.maximum(w * b + c, 0).sum())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_add_chain_is_one_kernel(device: str):
+    (a, ta), (b, tb), (c, tc), (d, td) = inputs(device, (4, 8), (4, 8), (4, 8), (4, 8))
+    out = ta + tb + tc + td
+    assert kernels(out) == 1
+    close(out, a.astype(np.float64) + b + c + d)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_broadcast_and_scalars_fuse(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 1), (1, 8))
+    out = (ta * 2 + tb) / 3 - 1
+    assert kernels(out) == 1
+    close(out, (a.astype(np.float64) * 2 + b) / 3 - 1)
+
+
+def test_long_elementwise_chain_is_one_kernel():
+    (a, ta), (b, tb) = inputs("CPU", (16, 16), (16, 16))
+    out, ref = ta, a.astype(np.float64)
+    for i in range(40):
+        out, ref = (out * tb + i) * 0.5, (ref * b + i) * 0.5
+    assert kernels(out) == 1
+    close(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_shared_elementwise_subexpression_is_one_kernel(device: str):
+    # a diamond of cheap elementwise ops is recomputed inline, not split into kernels
+    (a, ta), (b, tb) = inputs(device, (4, 8), (4, 8))
+    y = ta * tb
+    out = (y + 1) * (y - 1)
+    assert kernels(out) == 1
+    w = a.astype(np.float64) * b
+    close(out, (w + 1) * (w - 1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_movement_ops_fuse(device: str):
+    # movement ops become index arithmetic: no kernel of their own
+    (a, ta), (b, tb) = inputs(device, (8, 4), (4, 8))
+    out = (ta.T + tb).flip(0).reshape(32).sum()
+    assert kernels(out) == 1
+    close(out, (a.T.astype(np.float64) + b)[::-1].reshape(32).sum())
+    out2 = ta.permute(1, 0).reshape(-1).pad(((2, 3),)) * 2 + 1
+    assert kernels(out2) == 1
+    close(out2, np.pad(a.T.reshape(-1).astype(np.float64), (2, 3)) * 2 + 1)
+    out3 = (tb.shrink(((1, 3), (2, 7))) * ta.shrink(((3, 8), (0, 2))).T).sum(axis=1)
+    assert kernels(out3) == 1
+    close(out3, (b[1:3, 2:7].astype(np.float64) * a[3:8, 0:2].T).sum(axis=1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_elementwise_after_reduce_fuses(device: str):
+    ((a, ta),) = inputs(device, (4, 8))
+    out = ta.sum(axis=1) * 2 + 1
+    assert kernels(out) == 1
+    close(out, a.astype(np.float64).sum(axis=1) * 2 + 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reduce_over_expanded_input_is_one_kernel(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 8), (8, 4))
+    out = (ta.reshape(4, 8, 1).expand(4, 8, 4) * tb.reshape(1, 8, 4).expand(4, 8, 4)).sum(axis=1)
+    assert kernels(out) == 1
+    close(out, a.astype(np.float64) @ b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_then_elementwise_is_one_kernel(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 8), (8, 4))
+    out = (ta @ tb) + 1
+    assert kernels(out) == 1
+    close(out, a.astype(np.float64) @ b + 1)
+    out2 = ((ta @ tb) * 2).maximum(0)
+    assert kernels(out2) == 1
+    close(out2, np.maximum((a.astype(np.float64) @ b) * 2, 0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_softmax_is_three_kernels(device: str):
+    # max (1); exp2 and its sum (2); divide (3): each reduce is broadcast back, which ends a kernel
+    ((x, tx),) = inputs(device, (4, 8))
+    m = tx.max(axis=1, keepdim=True)
+    e = (tx - m).exp2()
+    out = e / e.sum(axis=1, keepdim=True)
+    assert kernels(out) == 3
+    w = x.astype(np.float64)
+    ref_e = np.exp2(w - w.max(axis=1, keepdims=True))
+    close(out, ref_e / ref_e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.numpy().sum(axis=1), np.ones(4), rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reduce_broadcast_back_is_two_kernels(device: str):
+    ((x, tx),) = inputs(device, (4, 8))
+    out = tx - tx.max(axis=1, keepdim=True)
+    assert kernels(out) == 2
+    close(out, x.astype(np.float64) - x.max(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_contiguous_of_lazy_expression_is_one_kernel(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 8), (4, 8))
+    out = (ta * tb + 1).T.contiguous()
+    assert kernels(out) == 1
+    close(out, (a.astype(np.float64) * b + 1).T)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_contiguous_ends_a_kernel(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 8), (4, 8))
+    out = (ta * tb).contiguous() + 1
+    assert kernels(out) == 2
+    close(out, a.astype(np.float64) * b + 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_value_used_twice_is_computed_once(device: str):
+    # s feeds two outputs realized together: one kernel for the sum and at most one per consumer, 3 at most.
+    # The count is a bound, not an exact number: a scheduler may write p and q from one kernel with two outputs
+    # (2 kernels). The count alone cannot tell that apart from inlining the sum into each consumer (also 2), so
+    # the values are checked too, and realizing s afterwards costs at most one small kernel.
+    ((x, tx),) = inputs(device, (4, 8))
+    s = tx.sum()
+    p, q = s + 1, s * 2
+    n = kernels(p, q)
+    assert 1 <= n <= 3, n
+    w = x.astype(np.float64).sum()
+    close(p, w + 1)
+    close(q, w * 2)
+    GlobalCounters.reset()
+    s.realize()  # its value is known already, or one more small kernel at most
+    assert GlobalCounters.kernel_count <= 1
+    close(s, w)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_independent_outputs_realized_together(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 8), (4, 8))
+    p, q = ta + 1, tb * 2
+    assert 1 <= kernels(p, q) <= 2
+    close(p, a.astype(np.float64) + 1)
+    close(q, b.astype(np.float64) * 2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# laziness: nothing runs until a value is needed, and nothing runs twice
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_building_ops_launches_nothing(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 8), (4, 8))
+    GlobalCounters.reset()
+    out = ((ta + tb) * 2).sum(axis=0).reshape(2, 4).T
+    _ = out.shape, out.dtype, out.device
+    assert GlobalCounters.kernel_count == 0
+    close(out, ((a.astype(np.float64) + b) * 2).sum(axis=0).reshape(2, 4).T)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_realizing_a_realized_tensor_launches_nothing(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 8), (4, 8))
+    out = (ta + tb).realize()
+    GlobalCounters.reset()
+    out.realize()
+    Tensor.realize(out, ta)
+    out.numpy()
+    out.tolist()
+    assert GlobalCounters.kernel_count == 0
+    close(out, a.astype(np.float64) + b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_numpy_twice_computes_once(device: str):
+    ((a, ta),) = inputs(device, (4, 8))
+    out = ta * 3
+    GlobalCounters.reset()
+    first = out.numpy()
+    n = GlobalCounters.kernel_count
+    second = out.numpy()
+    assert n == 1 and GlobalCounters.kernel_count == 1
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, a * 3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_input_copy_is_not_a_kernel(device: str):
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    b = np.ones((4, 8), np.float32)
+    GlobalCounters.reset()
+    out = Tensor(a, device=device) + Tensor(b, device=device)  # inputs never realized by hand
+    out.realize()
+    assert GlobalCounters.kernel_count == 1
+    close(out, a + b)
+    GlobalCounters.reset()
+    t = Tensor(a, device=device).realize()
+    assert GlobalCounters.kernel_count == 0
+    close(t, a)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bounds: kernels read and write inside their buffers only
+#
+# Inputs hold distinctive values (1e6 + index): an index that lands in another row, another buffer or padding
+# shows up as a wrong value, and an unguarded read of freed or foreign memory as garbage (NaN, huge, zero).
+# Guard buffers realized around the computation must come out unchanged: a write past a buffer's end hits them
+# (the allocator may place buffers anywhere, so this catches some stray writes, never proves there are none).
+
+
+def distinct(shape: tuple[int, ...]) -> np.ndarray:
+    return (1_000_000 + np.arange(int(np.prod(shape)))).reshape(shape).astype(np.float32)
+
+
+VIEW_CASES: list[tuple[str, tuple[int, ...], Callable[[Tensor], Tensor], Callable[[np.ndarray], np.ndarray]]] = [
+    ("pad", (37, 41), lambda t: t.pad(((3, 5), (7, 2))), lambda a: np.pad(a, ((3, 5), (7, 2)))),
+    (
+        "pad_value",
+        (37, 41),
+        lambda t: t.pad(((0, 9), (4, 0)), value=-1.0),
+        lambda a: np.pad(a, ((0, 9), (4, 0)), constant_values=-1),
+    ),
+    ("shrink", (37, 41), lambda t: t.shrink(((5, 30), (1, 40))), lambda a: a[5:30, 1:40]),
+    ("shrink_last", (37, 41), lambda t: t.shrink(((36, 37), (40, 41))), lambda a: a[36:, 40:]),
+    ("flip", (37, 41), lambda t: t.flip((0, 1)), lambda a: a[::-1, ::-1]),
+    ("permute", (37, 41), lambda t: t.T, lambda a: a.T),
+    ("expand", (1, 41), lambda t: t.expand(37, 41), lambda a: np.broadcast_to(a, (37, 41))),
+    (
+        "stride3",
+        (1000,),
+        lambda t: t.pad(((0, 2),)).reshape(334, 3).shrink((None, (1, 2))).reshape(334),
+        lambda a: np.pad(a, (0, 2)).reshape(334, 3)[:, 1],
+    ),
+    (
+        "flip_shrink_pad",
+        (37, 41),
+        lambda t: t.flip(0).shrink(((2, 35), (3, 39))).pad(((4, 4), (0, 6))),
+        lambda a: np.pad(a[::-1][2:35, 3:39], ((4, 4), (0, 6))),
+    ),
+    (
+        "pad_shrink_across_edges",
+        (37, 41),
+        lambda t: t.pad(((8, 8), (8, 8))).shrink(((3, 50), (6, 55))),
+        lambda a: np.pad(a, ((8, 8), (8, 8)))[3:50, 6:55],
+    ),
+    (
+        "permute_reshape_flip",
+        (6, 35, 7),
+        lambda t: t.permute(2, 0, 1).reshape(42, 35).flip(1).shrink(((1, 41), (0, 34))),
+        lambda a: a.transpose(2, 0, 1).reshape(42, 35)[:, ::-1][1:41, 0:34],
+    ),
+    (
+        "reshape_after_shrink",
+        (37, 41),
+        lambda t: t.shrink(((1, 37), (1, 41))).reshape(40, 36).flip(0),
+        lambda a: a[1:37, 1:41].reshape(40, 36)[::-1],
+    ),
+]
+
+
+def _assert_no_garbage(out: np.ndarray, ref: np.ndarray, lo: float, hi: float) -> None:
+    assert np.all(np.isfinite(out)), "non-finite values: a read outside a buffer"
+    in_range = (out == 0) | (out == -1) | ((out >= lo) & (out <= hi))
+    assert np.all(in_range), f"values that no input holds: {out[~in_range][:5]}"
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize(("name", "shape", "t_fn", "np_fn"), VIEW_CASES, ids=[v[0] for v in VIEW_CASES])
+def test_views_stay_in_bounds(name: str, shape: tuple[int, ...], t_fn: Callable, np_fn: Callable):
+    a = distinct(shape)
+    guard_before = Tensor(np.full(1024, 7.0, np.float32)).realize()
+    t = Tensor(a).realize()
+    guard_after = Tensor(np.full(1024, 7.0, np.float32)).realize()
+    ref = np.array(np_fn(a))
+    lo, hi = float(a.min()), float(a.max())
+    _assert_no_garbage(t_fn(t).numpy(), ref, lo, hi)  # the view read out
+    _assert_no_garbage((t_fn(t) + 0).numpy(), ref, lo, hi)  # the view inside a compute kernel
+    _assert_no_garbage(t_fn(t).contiguous().numpy(), ref, lo, hi)
+    expected_sum = ref.astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(t_fn(t).sum(axis=0).numpy(), expected_sum, rtol=1e-5)
+    np.testing.assert_array_equal(t_fn(t).max(axis=-1).numpy(), ref.max(axis=-1))
+    np.testing.assert_array_equal(guard_before.numpy(), np.full(1024, 7.0, np.float32))
+    np.testing.assert_array_equal(guard_after.numpy(), np.full(1024, 7.0, np.float32))
+    np.testing.assert_array_equal(t.numpy(), a)  # the input itself is untouched
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_small_views_stay_in_bounds(device: str):
+    a = distinct((5, 7))
+    t = Tensor(a, device=device).realize()
+    lo, hi = float(a.min()), float(a.max())
+    cases = [
+        (t.pad(((1, 2), (3, 0))).shrink(((0, 6), (1, 10))), np.pad(a, ((1, 2), (3, 0)))[0:6, 1:10]),
+        (t.flip(1).shrink(((4, 5), (0, 7))), a[4:5, ::-1]),
+        (t.T.flip(0).reshape(5, 7), a.T[::-1].reshape(5, 7)),
+        (t.shrink(((1, 4), (2, 6))).T.pad(((1, 1), (0, 0))), np.pad(a[1:4, 2:6].T, ((1, 1), (0, 0)))),
+    ]
+    for view, ref in cases:
+        _assert_no_garbage(view.numpy(), np.array(ref), lo, hi)
+        _assert_no_garbage((view * 1).numpy(), np.array(ref), lo, hi)
+
+
+def test_view_entirely_in_padding_reads_no_garbage():
+    # the view of x below is all padding: x's buffer must not be read, and b must be read from b's buffer
+    x = Tensor(np.arange(1, 9, dtype=np.float32)).realize()
+    b = Tensor(distinct((16,))).realize()
+    p = x.pad(((4, 4),), value=-2.0)
+    view = (p > 0).where(p, -b).shrink(((12, 16),))
+    _assert_no_garbage(-view.numpy(), distinct((16,))[12:16], 1_000_000, 1_000_016)
+    _assert_no_garbage((p + b).shrink(((0, 4),)).numpy() + 2, distinct((16,))[0:4], 1_000_000, 1_000_016)
+
+
+def test_writes_stay_in_bounds():
+    # outputs with odd sizes (tails for any vectorized or unrolled loop), between guards
+    for n in [1, 3, 7, 17, 63, 65, 1023, 1025]:
+        guard_before = Tensor(np.full(256, 7.0, np.float32)).realize()
+        x = Tensor(np.arange(n, dtype=np.float32)).realize()
+        guard_after = Tensor(np.full(256, 7.0, np.float32)).realize()
+        out = (x * 2 + 1).realize()
+        red = x.reshape(1, n).expand(3, n).sum(axis=1).realize()
+        np.testing.assert_array_equal(out.numpy(), np.arange(n, dtype=np.float32) * 2 + 1)
+        np.testing.assert_array_equal(red.numpy(), np.full(3, np.arange(n, dtype=np.float64).sum(), np.float32))
+        np.testing.assert_array_equal(guard_before.numpy(), np.full(256, 7.0, np.float32))
+        np.testing.assert_array_equal(guard_after.numpy(), np.full(256, 7.0, np.float32))
+        np.testing.assert_array_equal(x.numpy(), np.arange(n, dtype=np.float32))
+
+
+def test_matmul_of_views_in_bounds():
+    a = distinct((37, 41)) - 1_000_000
+    b = distinct((43, 29)) - 1_000_000
+    ta, tb = Tensor(a).realize(), Tensor(b).realize()
+    va, vb = ta.flip(0).shrink(((2, 35), (1, 40))), tb.T.shrink(((3, 27), (4, 43))).T
+    ref = a[::-1][2:35, 1:40].astype(np.float64) @ b.T[3:27, 4:43].T
+    np.testing.assert_allclose((va @ vb).numpy(), ref, rtol=1e-6)
