@@ -75,16 +75,14 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
             )
 
 
-def _rewrite(root: UOp, change: dict[UOp, UOp], cache: dict[UOp, UOp], keep: UOp | None = None) -> UOp:
-    """`root` with each key of `change` replaced (not inside `keep`, and never a STORE's target)."""
-    for node in root.toposort(gate=lambda n: n not in cache and n is not keep):
-        if node in change:
-            cache[node] = change[node]
+def _read_from(root: UOp, b: UOp, old: UOp, store: UOp, cache: dict[UOp, UOp]) -> UOp:
+    """`root` reading buffer `old` where it read `b`: not inside `store`, and never as a STORE's target."""
+    for node in root.toposort(gate=lambda n: n not in cache and n is not store):
+        if node is b:
+            cache[node] = old
             continue
-        src = tuple(
-            s if (node.op is Ops.STORE and i == 0) or s is keep else cache.get(s, s) for i, s in enumerate(node.src)
-        )
-        cache[node] = node if all(a is b for a, b in zip(src, node.src)) else node.replace(src=src)
+        src = tuple(s if node.op is Ops.STORE and i == 0 else cache.get(s, s) for i, s in enumerate(node.src))
+        cache[node] = node if all(x is y for x, y in zip(src, node.src)) else node.replace(src=src)
     return cache.get(root, root)
 
 
@@ -100,7 +98,7 @@ def _snapshot_stale_reads(pending: list[Any]) -> None:
         buffer_for(old).array()[:] = buffer_for(b).array()
         cache: dict[UOp, UOp] = {}
         for t in readers:
-            t.uop = _rewrite(t.uop, {b: old}, cache, keep=store)
+            t.uop = _read_from(t.uop, b, old, store, cache)
 
 
 def _reads(root: UOp, b: UOp, store: UOp) -> bool:
@@ -125,4 +123,4 @@ def realize(tensors: Iterable[Lazy]) -> None:
     cache: dict[UOp, UOp] = {}
     for t in list(live_tensors):
         if buffer_of(t.uop) is None:
-            t.uop = _rewrite(t.uop, views, cache)
+            t.uop = t.uop.substitute(views, cache)

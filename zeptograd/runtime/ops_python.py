@@ -46,10 +46,13 @@ class PythonProgram:
         self.pos = {u: i for i, u in enumerate(self.uops)}
         # where each block's closer is, to jump over a loop that runs zero times or a false IF
         self.jump: dict[UOp, int] = {}
+        # the loops each END closes, innermost first
+        self.closes: dict[UOp, list[UOp]] = {}
         for i, u in enumerate(self.uops):
             if u.op is Ops.END:
                 for r in u.src[1:]:
                     self.jump[r] = i
+                self.closes[u] = sorted(u.src[1:], key=self.pos.__getitem__, reverse=True)
             elif u.op is Ops.ENDIF:
                 self.jump[u.src[0]] = i
 
@@ -65,7 +68,9 @@ class PythonProgram:
             if op is Ops.RANGE:
                 end = values[u.src[0]]
                 if end <= 0:
-                    pc = self._past_loop(u)
+                    # a loop that runs zero times: skip past its END (an END that closes several loops closes
+                    # them around one innermost body, so nothing of an enclosing loop is left to run either)
+                    pc = self.jump[u] + 1
                     continue
                 values[u] = 0
             elif op is Ops.END:
@@ -121,15 +126,9 @@ class PythonProgram:
                 raise NotImplementedError(f"the PYTHON device cannot execute {op.name}")
             pc += 1
 
-    def _past_loop(self, r: UOp) -> int:
-        # a loop that runs zero times: skip to after its END (an END that closes several loops closes them
-        # around one innermost body, so nothing of an enclosing loop is left to run either)
-        return self.jump[r] + 1
-
     def _end(self, end: UOp, values: dict[UOp, Any]) -> int | None:
-        # the loops this END closes, innermost first: count up the innermost; when it is done, the next
-        ranges = sorted(end.src[1:], key=self.pos.__getitem__, reverse=True)
-        for r in ranges:
+        # count up the innermost loop this END closes; when it is done, the next one out
+        for r in self.closes[end]:
             values[r] += 1
             if values[r] < values[r.src[0]]:
                 return self.pos[r] + 1

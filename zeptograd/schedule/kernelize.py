@@ -136,9 +136,9 @@ def _lower(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
 def _reads_elsewhere(ast: UOp) -> bool:
     """Does the kernel read its output buffer anywhere but the element it writes? (Then writing in place
     would clobber values it has yet to read.)"""
-    stores = [u for u in ast.toposort() if u.op is Ops.STORE]
-    written = {s.src[0].src[1] for s in stores if s.src[0].src[0].arg == 0}
-    for u in ast.toposort():
+    nodes = ast.toposort()
+    written = {u.src[0].src[1] for u in nodes if u.op is Ops.STORE and u.src[0].src[0].arg == 0}
+    for u in nodes:
         reads_output = u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and u.src[0].src[0].arg == 0
         if reads_output and u.src[0].src[1] not in written:
             return True
@@ -170,18 +170,12 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
         if u.op is Ops.REDUCE_AXIS and u not in realized and _reduce_must_realize(u, consumers, realized):
             realized[u] = None
 
-    views: dict[UOp, UOp] = {}
+    views: dict[UOp, UOp] = {}  # realized node -> the view of its buffer
     cut_cache: dict[UOp, UOp] = {}
 
     def cut(u: UOp) -> UOp:
-        """`u` with every realized node below it replaced by the view of its buffer."""
-        for node in u.toposort(gate=lambda n: n not in cut_cache):
-            if node in views:
-                cut_cache[node] = views[node]
-            else:
-                src = tuple(cut_cache[s] for s in node.src)
-                cut_cache[node] = node if all(a is b for a, b in zip(src, node.src)) else node.replace(src=src)
-        return cut_cache[u]
+        """`u` with every node realized so far replaced by the view of its buffer."""
+        return u.substitute(views, cut_cache)
 
     items: list[ScheduleItem] = []
     for u in nodes:
@@ -193,14 +187,14 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
             assert src is not None
             out = new_buffer(u.arg, src.arg[2], u.dtype)
             items.append(ScheduleItem(None, (out, src)))
-            views[u] = cut_cache[u] = view_of(out, u.shape)
+            views[u] = view_of(out, u.shape)
             continue
         if u.op is Ops.STORE:
             out, value = u.src[0], cut(u.src[1])
         else:
             value = cut(u.src[0]) if u.op is Ops.CONTIGUOUS else u.replace(src=tuple(cut(s) for s in u.src))
             out = new_buffer(device, prod(u.shape), u.dtype)
-        views[u] = cut_cache[u] = view_of(out, u.shape)
+        views[u] = view_of(out, u.shape)
         if prod(u.shape) == 0:
             continue
         ast, bufs = lower_kernel(out, value)

@@ -537,15 +537,17 @@ class UOp(MathMixin):
         op, dtype = fields.get("op", self.op), fields.get("dtype", self.dtype)
         return UOp(op, dtype, fields.get("src", self.src), fields.get("arg", self.arg))
 
-    def substitute(self, mapping: Mapping[UOp, UOp]) -> UOp:
+    def substitute(self, mapping: Mapping[UOp, UOp], cache: dict[UOp, UOp] | None = None) -> UOp:
         """The graph with every occurrence of a key of `mapping` replaced by its value (not re-entered).
+        `cache` carries the rebuilt nodes from one call to the next, when several graphs that share
+        subgraphs get the same mapping.
 
         >>> x, y = UOp.variable("x", 0, 3), UOp.variable("y", 0, 3)
         >>> (x + 1).substitute({x: y}) is y + 1
         True
         """
-        done: dict[UOp, UOp] = {}
-        for node in self.toposort(gate=lambda n: n not in mapping):
+        done: dict[UOp, UOp] = {} if cache is None else cache
+        for node in self.toposort(gate=lambda n: n not in mapping and n not in done):
             new_src = tuple(mapping[s] if s in mapping else done.get(s, s) for s in node.src)
             same = all(a is b for a, b in zip(new_src, node.src))
             done[node] = node if same else node.replace(src=new_src)
