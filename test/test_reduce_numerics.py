@@ -1,5 +1,6 @@
-"""Long float sums add in two stages (sums of about sqrt(n) elements, then their sum), so they keep the
-precision numpy's pairwise sum has; a single chain of float32 adds stalls at 2**24."""
+"""Reductions at the numeric edges. Long float sums add in two stages (sums of about sqrt(n) elements, then
+their sum), so they keep the precision numpy's pairwise sum has: a single chain of float32 adds stalls at
+2**24. min and minimum hold at the ends of each integer dtype, where negation wraps."""
 
 from __future__ import annotations
 
@@ -35,3 +36,16 @@ def test_split_sum_over_axes_and_keepdim():
     half = Tensor(x.astype(np.float16))
     assert half.sum(axis=1).dtype == half.dtype
     np.testing.assert_allclose(half.sum(axis=1).numpy(), x.astype(np.float16).astype(np.float64).sum(1), rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float32, np.bool_])
+def test_min_and_minimum_at_the_ends_of_the_dtype(dtype):
+    # -x wraps for integers (-0 is the smallest uint, -INT_MIN is INT_MIN): min must not rely on it
+    info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else None
+    values = [info.min, 0, 1, info.max] if info else ([-np.inf, -0.5, 0.0, 2.0] if dtype != np.bool_ else [1, 0])
+    a = np.array(values, dtype)
+    b = a[::-1].copy()
+    t = Tensor(a)
+    assert t.min().item() == a.min()
+    np.testing.assert_array_equal(t.reshape(2, -1).min(axis=1).numpy(), a.reshape(2, -1).min(axis=1))
+    np.testing.assert_array_equal(t.minimum(Tensor(b)).numpy(), np.minimum(a, b))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +53,6 @@ class Tensor:
 
     __slots__ = ("uop", "device", "__weakref__")
     __hash__ = object.__hash__  # == builds a comparison, so tensors hash by identity
-    _live: ClassVar = live_tensors
 
     def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None):
         device = Device.canonicalize(device)
@@ -328,7 +327,13 @@ class Tensor:
         return self._binary(Ops.MAX, x, "maximum")
 
     def minimum(self, x: Any) -> Tensor:
-        return -((-self).maximum(-x))
+        """The elementwise minimum (NaN wins).
+
+        >>> Tensor([1, 5]).minimum(3).tolist()
+        [1, 3]
+        """
+        a, b = self._operands("minimum", x)
+        return a._new(a.uop.minimum(b.uop))
 
     def where(self, x: Any, y: Any) -> Tensor:
         """`x` where this (bool) tensor is true, else `y`.
@@ -337,10 +342,10 @@ class Tensor:
         [1.0, 0.0]
         """
         cond = self.cast(dtypes.bool)
-        if isinstance(x, Tensor) or isinstance(y, Tensor):
-            base = x if isinstance(x, Tensor) else y
-            bx, by = base._operands("where", *[v for v in (x, y) if v is not base])  # promote together
-            a, b = (bx, by) if base is x else (by, bx)
+        if isinstance(x, Tensor):
+            a, b = x._operands("where", y)
+        elif isinstance(y, Tensor):
+            b, a = y._operands("where", x)
         else:
             dt = result_type(x, y)
             a, b = Tensor(UOp.const(dt, x), device=self.device), Tensor(UOp.const(dt, y), device=self.device)
@@ -348,14 +353,11 @@ class Tensor:
         cond, a, b = cond._broadcast_to(shape), a._broadcast_to(shape), b._broadcast_to(shape)
         return a._new(cond.uop.where(a.uop, b.uop))
 
-    def _compare(self, op: Ops, x: Any, name: str, reverse: bool = False) -> Tensor:
-        return self._binary(op, x, name, reverse)
-
     def __lt__(self, x: Any) -> Tensor:
-        return self._compare(Ops.CMPLT, x, "<")
+        return self._binary(Ops.CMPLT, x, "<")
 
     def __gt__(self, x: Any) -> Tensor:
-        return self._compare(Ops.CMPLT, x, ">", reverse=True)
+        return self._binary(Ops.CMPLT, x, ">", reverse=True)
 
     def __le__(self, x: Any) -> Tensor:
         return (self < x) | (self == x)
@@ -364,10 +366,10 @@ class Tensor:
         return (self > x) | (self == x)
 
     def __eq__(self, x: Any) -> Tensor:  # type: ignore[override]
-        return self._compare(Ops.CMPEQ, x, "==")
+        return self._binary(Ops.CMPEQ, x, "==")
 
     def __ne__(self, x: Any) -> Tensor:  # type: ignore[override]
-        return self._compare(Ops.CMPNE, x, "!=")
+        return self._binary(Ops.CMPNE, x, "!=")
 
     def __or__(self, x: Any) -> Tensor:
         return self._binary(Ops.OR, x, "|")
@@ -530,9 +532,21 @@ class Tensor:
         return self._reduce(Ops.MAX, axis, keepdim, "max", self.dtype)
 
     def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        return (
-            -((-self).max(axis, keepdim)) if not dtypes.is_bool(self.dtype) else (~self).max(axis, keepdim).__invert__()
-        )
+        """The minimum over `axis` (all axes when None), as the maximum of the values in reversed order.
+
+        >>> Tensor([[1, 5], [3, 4]], dtype="uint8").min(axis=1).tolist()
+        [1, 3]
+        """
+        return self._order_reversed().max(axis, keepdim)._order_reversed()
+
+    def _order_reversed(self) -> Tensor:
+        """An order-reversing bijection of the dtype: -x for floats, `not` for bool, and for integers ~x
+        (negation would wrap: -INT_MIN is INT_MIN, and -0 is the smallest unsigned value, not the largest)."""
+        dt = self.dtype
+        if dtypes.is_float(dt) or dtypes.is_bool(dt):
+            return self.neg()
+        ones = UOp.const(dt, dtypes.max(dt) if dtypes.is_unsigned(dt) else -1)
+        return self._new(self.uop.alu(Ops.XOR, ones))
 
     def __invert__(self) -> Tensor:
         if not dtypes.is_bool(self.dtype):
