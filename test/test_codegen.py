@@ -186,3 +186,10 @@ def test_reads_wholly_in_padding_keep_the_other_buffers_in_place():
     a = Tensor(np.array([-8.0, -3.0], np.float32))
     b = Tensor(np.array([3.0, 4.0], np.float32))
     assert (a.pad(((0, 2),)).shrink(((2, 4),)) + b).tolist() == [3.0, 4.0]
+
+
+def test_unsupported_dtype_is_refused_at_the_call():
+    with pytest.raises(TypeError, match="cast: dtypes.bfloat16 tensors are not supported"):
+        Tensor([1.0]).cast("bfloat16")
+    with pytest.raises(TypeError, match="full: dtypes.bfloat16"):
+        Tensor.full((2,), 1.0, dtype="bfloat16")

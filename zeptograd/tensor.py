@@ -38,6 +38,14 @@ def _shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _tensor_dtype(dtype: DType | str, op: str) -> DType:
+    """A dtype a tensor can have: one the devices can store and compute in (every one but bfloat16 today)."""
+    dt = to_dtype(dtype)
+    if dt.fmt is None:
+        raise TypeError(f"{op}: {dt!r} tensors are not supported on the CPU and PYTHON devices yet")
+    return dt
+
+
 def _from_numpy_dtype(dt: np.dtype) -> DType:
     if dt not in _NP_TO_DTYPE:
         raise TypeError(f"numpy dtype {dt} has no zeptograd dtype")
@@ -56,7 +64,7 @@ class Tensor:
 
     def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None):
         device = Device.canonicalize(device)
-        dt = to_dtype(dtype) if dtype is not None else None
+        dt = _tensor_dtype(dtype, "Tensor") if dtype is not None else None
         if isinstance(data, UOp):
             uop = data if dt is None or data.dtype is dt else data.cast(dt)
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
@@ -123,7 +131,7 @@ class Tensor:
         shape = _shape_arg((shape,) if isinstance(shape, int) else tuple(shape), "full")
         if any(s < 0 for s in shape):
             raise ValueError(f"full: negative size in shape {shape}")
-        dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+        dt = _tensor_dtype(dtype, "full") if dtype is not None else dtypes.from_py(fill_value)
         return Tensor(UOp.const(dt, fill_value), device=device)._broadcast_to(shape)
 
     @staticmethod
@@ -150,7 +158,7 @@ class Tensor:
         shape = _shape_arg(shape, "empty")
         if any(s < 0 for s in shape):
             raise ValueError(f"empty: negative size in shape {shape}")
-        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        dt = _tensor_dtype(dtype, "empty") if dtype is not None else dtypes.default_float
         dev = Device.canonicalize(device)
         return Tensor(view_of(new_buffer(dev, prod(shape), dt), shape), device=dev)
 
@@ -171,7 +179,7 @@ class Tensor:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange: step must not be zero")
-        dt = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
+        dt = _tensor_dtype(dtype, "arange") if dtype is not None else dtypes.from_py([start, stop, step])
         return Tensor(np.arange(start, stop, step).astype(np_dtype(dt)), dt, device)
 
     # *** realizing and reading ***
@@ -298,7 +306,7 @@ class Tensor:
         >>> Tensor([1.7, -1.7]).cast("int").tolist()
         [1, -1]
         """
-        dt = to_dtype(dtype)
+        dt = _tensor_dtype(dtype, "cast")
         return self if dt is self.dtype else self._new(self.uop.cast(dt))
 
     def add(self, x: Any, reverse: bool = False) -> Tensor:
