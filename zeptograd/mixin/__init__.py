@@ -1,0 +1,1 @@
+"""The Tensor's ops, one mixin per family; `zeptograd.tensor.Tensor` combines them."""
