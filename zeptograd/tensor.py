@@ -118,8 +118,46 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """The shape, or the size of axis `dim` (PyTorch's `size()`).
+
+        >>> Tensor.zeros(2, 3).size(), Tensor.zeros(2, 3).size(-1)
+        ((2, 3), 3)
+        """
+        return self.shape if dim is None else self.shape[self._axes(dim, "size")[0]]
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        """Bytes of the whole tensor."""
+        return self.numel() * self.dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return dtypes.is_float(self.dtype)
+
     def __repr__(self) -> str:
         return f"<Tensor {self.shape} {self.dtype!r} on {self.device}>"
+
+    def _scalar(self, kind: str) -> Scalar:
+        if self.numel() != 1:
+            raise RuntimeError(f"{kind}() of a tensor with {self.numel()} elements (shape {self.shape}) is ambiguous")
+        return self.item()
+
+    def __bool__(self) -> bool:
+        """The truth of a one-element tensor, as in PyTorch (`if (x > 0).all(): ...`); it computes the value now.
+
+        >>> bool(Tensor([1, 2]).sum() > 2)
+        True
+        """
+        return bool(self._scalar("bool"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
 
     def _new(self, uop: UOp) -> Tensor:
         return Tensor(uop, device=self.device)
@@ -128,17 +166,21 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
 
     @staticmethod
     def full(
-        shape: int | Sequence[int], fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None
+        shape: int | Sequence[int],
+        fill_value: Scalar,
+        dtype: DType | str | None = None,
+        device: str | None = None,
+        _op: str = "full",
     ) -> Tensor:
         """A tensor of `shape` filled with `fill_value` (a constant: it takes no memory until realized).
 
         >>> Tensor.full((2, 2), 7).tolist()
         [[7, 7], [7, 7]]
         """
-        shape = shape_arg((shape,) if isinstance(shape, int) else tuple(shape), "full")
+        shape = shape_arg((shape,) if isinstance(shape, int) else tuple(shape), _op)
         if any(s < 0 for s in shape):
-            raise ValueError(f"full: negative size in shape {shape}")
-        dt = tensor_dtype(dtype, "full") if dtype is not None else dtypes.from_py(fill_value)
+            raise ValueError(f"{_op}: negative size in shape {shape}")
+        dt = tensor_dtype(dtype, _op) if dtype is not None else dtypes.from_py(fill_value)
         return Tensor(UOp.const(dt, fill_value), device=device)._broadcast_to(shape)
 
     @staticmethod
@@ -148,7 +190,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         >>> Tensor.zeros(2, 3).tolist()
         [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
         """
-        return Tensor.full(shape_arg(shape, "zeros"), 0.0, dtype or dtypes.default_float, device)
+        return Tensor.full(shape_arg(shape, "zeros"), 0.0, dtype or dtypes.default_float, device, "zeros")
 
     @staticmethod
     def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -157,7 +199,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         >>> Tensor.ones(3, dtype="int").tolist()
         [1, 1, 1]
         """
-        return Tensor.full(shape_arg(shape, "ones"), 1.0, dtype or dtypes.default_float, device)
+        return Tensor.full(shape_arg(shape, "ones"), 1.0, dtype or dtypes.default_float, device, "ones")
 
     @staticmethod
     def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -231,6 +273,17 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         if device == self.device:
             return self
         return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device), device=device)
+
+    def clone(self) -> Tensor:
+        """A copy of the values in a buffer of its own: assigning to one does not change the other.
+
+        >>> a = Tensor([1, 2]).realize()
+        >>> b = a.clone()
+        >>> a += 1
+        >>> b.tolist()
+        [1, 2]
+        """
+        return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
 
     def contiguous(self) -> Tensor:
         """This tensor's value in its own buffer: ends the kernel here (the value is not recomputed)."""

@@ -1,0 +1,178 @@
+"""The core Tensor: construction from Python and numpy data, dtype promotion as PyTorch defines it, and the
+PyTorch-habit accessors (size, bool, int, float, clone). torch.result_type and numpy are the oracles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zeptograd import Tensor, dtypes
+
+torch = pytest.importorskip("torch")
+
+# the dtypes torch and zeptograd both have, with promotion defined between every pair in torch
+NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
+
+
+def torch_tensor(name: str, ndim: int):
+    shape = (2,) * ndim
+    return torch.ones(shape, dtype=getattr(torch, name))
+
+
+def zg_tensor(name: str, ndim: int) -> Tensor:
+    return Tensor.ones(*(2,) * ndim, dtype=name) if ndim else Tensor(1, dtype=name)
+
+
+def dtype_name(t) -> str:
+    return str(t.dtype).replace("torch.", "").replace("dtypes.", "")
+
+
+def default_int32(name: str) -> str:
+    """torch's default int is int64, tinygrad's (and so ours) int32: where a Python int brings the default, the
+    expected dtype is int32."""
+    return "int32" if name == "int64" else name
+
+
+@pytest.mark.parametrize("a", NAMES)
+@pytest.mark.parametrize("b", NAMES)
+@pytest.mark.parametrize("ndims", [(1, 1), (1, 0), (0, 1), (0, 0)], ids=["dim-dim", "dim-0d", "0d-dim", "0d-0d"])
+def test_promotion_matches_torch(a: str, b: str, ndims: tuple[int, int]):
+    expected = torch.result_type(torch_tensor(a, ndims[0]), torch_tensor(b, ndims[1]))
+    got = (zg_tensor(a, ndims[0]) * zg_tensor(b, ndims[1])).dtype
+    assert got.name == str(expected).replace("torch.", ""), f"{a} x {b} ({ndims})"
+
+
+@pytest.mark.parametrize("a", NAMES)
+@pytest.mark.parametrize("scalar", [True, 3, -2, 2.5])
+def test_python_scalars_are_weak(a: str, scalar):
+    expected = str(torch.result_type(torch_tensor(a, 1), scalar)).replace("torch.", "")
+    if a != "int64":
+        expected = default_int32(expected)
+    assert (zg_tensor(a, 1) * scalar).dtype.name == expected
+    assert (scalar * zg_tensor(a, 1)).dtype.name == expected
+
+
+def test_float16_stays_float16_with_weak_operands():
+    x = Tensor([1.0, 2.0], dtype="half")
+    assert (x * 2.0).dtype is dtypes.float16
+    assert (x * Tensor(2.0)).dtype is dtypes.float16
+    assert (x + Tensor(3)).dtype is dtypes.float16
+    np.testing.assert_array_equal((x * Tensor(2.0)).numpy(), np.array([2.0, 4.0], np.float16))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        [[]],
+        5,
+        -2.5,
+        True,
+        [1, 2, 3],
+        [[1.5, 2], [3, 4]],
+        [[True, False]],
+        (1, 2),
+        [[[1], [2]], [[3], [4]]],
+        np.float64(2.0),
+        np.array(3, dtype=np.int16),
+        np.arange(6, dtype=np.uint8).reshape(2, 3),
+        np.arange(6, dtype=np.float32).reshape(2, 3).T,  # not C-contiguous
+        np.zeros((0, 3), np.int64),
+    ],
+    ids=repr,
+)
+def test_construction_matches_numpy_and_torch_dtypes(data):
+    t = Tensor(data)
+    from_numpy = isinstance(data, (np.ndarray, np.generic))
+    ref = torch.tensor(np.asarray(data)) if from_numpy else torch.tensor(data)
+    expected = dtype_name(ref) if from_numpy else default_int32(dtype_name(ref))
+    assert t.shape == tuple(ref.shape)
+    assert dtype_name(t) == expected
+    out = t.numpy()
+    assert out.dtype == np.dtype(expected)
+    np.testing.assert_array_equal(out, ref.numpy())
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("int", "int32"),
+        ("float", "float32"),
+        ("half", "float16"),
+        ("long", "int64"),
+        ("bool", "bool"),
+        ("uint8", "uint8"),
+        ("double", "float64"),
+    ],
+)
+def test_dtype_names(name: str, expected: str):
+    t = Tensor([1, 0, 2], dtype=name)
+    assert t.dtype.name == expected
+    assert t.numpy().dtype == np.dtype(expected)
+    np.testing.assert_array_equal(t.numpy(), np.array([1, 0, 2]).astype(expected))
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_construction_on_each_device(device: str):
+    t = Tensor([[1, 2], [3, 4]], dtype=dtypes.float32, device=device)
+    assert t.device == device
+    np.testing.assert_array_equal((t * 2).numpy(), np.array([[2, 4], [6, 8]], np.float32))
+
+
+def test_default_dtypes():
+    assert Tensor.zeros(2).dtype is dtypes.float32
+    assert Tensor.arange(3).dtype is dtypes.int32
+    assert Tensor.arange(3.0).dtype is dtypes.float32
+    assert (Tensor([1, 2]) / 2).dtype is dtypes.float32
+    assert Tensor([1, 2]).sum().dtype is dtypes.int32
+    assert (Tensor([1, 2]) < 2).dtype is dtypes.bool
+
+
+def test_ragged_and_unsupported_data():
+    with pytest.raises(ValueError, match="ragged"):
+        Tensor([[1, 2], [3]])
+    with pytest.raises(TypeError, match="Tensor"):
+        Tensor("abc")
+    with pytest.raises(TypeError, match="unknown dtype name 'flaot'"):
+        Tensor([1], dtype="flaot")
+    with pytest.raises(TypeError, match="bfloat16"):
+        Tensor([1.0], dtype="bfloat16")
+
+
+@pytest.mark.parametrize("op", ["zeros", "ones", "empty"])
+def test_negative_sizes(op: str):
+    with pytest.raises(ValueError, match=rf"{op}: negative size in shape \(2, -1\)"):
+        getattr(Tensor, op)(2, -1)
+    with pytest.raises(ValueError, match=r"full: negative size"):
+        Tensor.full((-3,), 1.0)
+
+
+def test_size_and_accessors():
+    t = Tensor.zeros(2, 3, dtype="half")
+    assert t.size() == (2, 3) and t.size(0) == 2 and t.size(-1) == 3
+    assert t.element_size() == 2 and t.nbytes() == 12 and t.numel() == 6 and t.ndim == 2
+    assert t.is_floating_point() and not Tensor([1]).is_floating_point()
+    with pytest.raises(IndexError, match=r"size: axis 2 is out of range .*\(2, 3\)"):
+        t.size(2)
+
+
+def test_bool_int_float_of_one_element():
+    assert bool(Tensor([3]) > 2) is True
+    assert bool(Tensor(0.0)) is False
+    assert int(Tensor([[7]])) == 7
+    assert float(Tensor(2.5)) == 2.5
+    with pytest.raises(RuntimeError, match=r"bool\(\) of a tensor with 2 elements \(shape \(2,\)\) is ambiguous"):
+        bool(Tensor([1, 2]))
+    with pytest.raises(RuntimeError, match="float"):
+        float(Tensor.zeros(0))
+
+
+def test_clone_is_independent():
+    a = Tensor([1.0, 2.0]).realize()
+    b = a.clone()
+    a += 1
+    c = b.clone()
+    b.assign(Tensor([5.0, 6.0]))
+    np.testing.assert_array_equal(a.numpy(), [2.0, 3.0])
+    np.testing.assert_array_equal(b.numpy(), [5.0, 6.0])
+    np.testing.assert_array_equal(c.numpy(), [1.0, 2.0])
