@@ -176,3 +176,12 @@ def test_clone_is_independent():
     np.testing.assert_array_equal(a.numpy(), [2.0, 3.0])
     np.testing.assert_array_equal(b.numpy(), [5.0, 6.0])
     np.testing.assert_array_equal(c.numpy(), [1.0, 2.0])
+
+
+def test_sizes_accept_numpy_integers_but_not_floats_or_bools():
+    assert Tensor.zeros(np.int64(2), np.int32(3)).shape == (2, 3)
+    assert Tensor.arange(6).reshape(np.int64(2), -1).shape == (2, 3)
+    with pytest.raises(TypeError, match=r"zeros: sizes must be ints, got \(2.0,\)"):
+        Tensor.zeros(2.0)
+    with pytest.raises(TypeError, match="ones: sizes must be ints"):
+        Tensor.ones(True)

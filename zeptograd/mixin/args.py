@@ -1,10 +1,12 @@
 """Argument handling shared by the Tensor's ops: shapes given as varargs or one sequence, dtypes a tensor can have.
 
->>> shape_arg((2, 3), "zeros"), shape_arg(((2, 3),), "zeros")
-((2, 3), (2, 3))
+>>> shape_arg((2, 3), "zeros"), shape_arg(((2, 3),), "zeros"), shape_arg((np.int64(4),), "zeros")
+((2, 3), (2, 3), (4,))
 """
 
 from __future__ import annotations
+
+import operator
 
 from zeptograd.dtype import ConstType, DType, to_dtype
 
@@ -15,10 +17,13 @@ def shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
     """A shape given as varargs `(2, 3)` or one sequence `((2, 3),)`."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    out = []
     for s in shape:
-        if not isinstance(s, int) or isinstance(s, bool):
+        # anything with __index__ is an int (numpy integers too, as in PyTorch); bools and floats are not
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
             raise TypeError(f"{op}: sizes must be ints, got {shape}")
-    return tuple(shape)
+        out.append(operator.index(s))
+    return tuple(out)
 
 
 def tensor_dtype(dtype: DType | str, op: str) -> DType:
