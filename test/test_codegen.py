@@ -56,6 +56,24 @@ def test_gated_store_becomes_if_store_endif(device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_gates_the_ranges_decide_are_dropped(device: str):
+    # store gate r < 8 over r in [0, 8) is always true; load gate r < 5 over [5, 8) is always false
+    def body(ptr):
+        r = UOp.range(3, 0)
+        j = r + 5
+        loaded = ptr.index(j, j < 5).load(UOp.const(dtypes.float32, 7.0))
+        store = ptr.index(j, j < 8).store(loaded + 1.0)
+        return UOp(Ops.END, dtypes.void, (store, r)).sink()
+
+    got = run_kernel(device, body, dtypes.float32, 8, np.zeros(8, np.float32))
+    np.testing.assert_array_equal(got, [0, 0, 0, 0, 0, 8, 8, 8])
+    program = full_rewrite(body(UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(8), (), 0)).replace(arg="k"))
+    ops = [u.op for u in program]
+    assert Ops.IF not in ops and Ops.LOAD not in ops
+    assert all(len(u.src) == 2 for u in program if u.op is Ops.INDEX)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_floor_division_of_negative_values(device: str):
     # (i - 4) // 3 and (i - 4) % 3 with i in [0, 9): the operands go negative, so C's / and % are not enough
     def body(ptr):

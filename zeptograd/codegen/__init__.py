@@ -25,6 +25,7 @@ from zeptograd.codegen.lowering import (
     AccumulatorContext,
     accumulators,
     commit_index_dtype,
+    constant_gates,
     gated_stores,
     index_dtype_for,
     live_ranges,
@@ -84,7 +85,7 @@ def full_rewrite(ast: UOp) -> list[UOp]:
             sink = graph_rewrite(sink, pm, name=name)
             _check(sink, f"after {name}")
     sink = graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators")
-    sink = graph_rewrite(sink, symbolic, name="simplify")
+    sink = graph_rewrite(sink, symbolic + constant_gates, name="simplify")
     _check(sink, "after accumulators")
     sink = graph_rewrite(sink, gated_stores, name="gated stores")
     sink = commit_index_dtype(sink, index_dtype_for(sink))

@@ -67,6 +67,35 @@ def reduce_to_accumulator(ctx: AccumulatorContext, r: UOp) -> UOp:
 accumulators = PatternMatcher([(UPat(Ops.REDUCE, name="r"), reduce_to_accumulator, "REDUCE -> DEFINE_REG accumulator")])
 
 
+def _ungated_load(index: UOp) -> UOp:
+    return UOp(Ops.LOAD, index.dtype.base, (index.src[0].index(index.src[1]),))
+
+
+# a gate the value ranges decided: once simplification folds it to a constant, the gate goes
+constant_gates = PatternMatcher(
+    [
+        # LOAD(INDEX(p, i, true), alt) -> LOAD(INDEX(p, i))
+        (
+            UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.cvar("g")), name="i"), UPat())),
+            lambda i, g: _ungated_load(i) if g.arg is True else None,
+            "load with an always-true gate -> plain load",
+        ),
+        # LOAD(INDEX(p, i, false), alt) -> alt
+        (
+            UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.cvar("g"))), UPat.var("alt"))),
+            lambda g, alt: alt if g.arg is False else None,
+            "load with an always-false gate -> its fallback",
+        ),
+        # STORE(INDEX(p, i, true), v) -> STORE(INDEX(p, i), v)
+        (
+            UPat(Ops.STORE, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.cvar("g")), name="i"), UPat.var("v"))),
+            lambda i, g, v: i.src[0].index(i.src[1]).store(v) if g.arg is True else None,
+            "store with an always-true gate -> plain store",
+        ),
+    ]
+)
+
+
 def lower_gated_store(st: UOp) -> UOp:
     index, value = st.src[0], st.src[1]
     ungated = index.src[0].index(index.src[1])
