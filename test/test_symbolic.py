@@ -81,6 +81,11 @@ CASES = [
     (x * 0 + y * 1, y),
     (x // 1 + x % 1, x),
     (-(-x), x),
+    (x ^ 0, x),
+    (x | 0, x),
+    (x & 0, UOp.const(dtypes.index, 0)),
+    (x.alu(Ops.SHL, UOp.const(dtypes.index, 0)), x),
+    (x.alu(Ops.SHR, UOp.const(dtypes.index, 0)), x),
 ]
 
 

@@ -68,7 +68,7 @@ accumulators = PatternMatcher([(UPat(Ops.REDUCE, name="r"), reduce_to_accumulato
 
 
 def _ungated_load(index: UOp) -> UOp:
-    return UOp(Ops.LOAD, index.dtype.base, (index.src[0].index(index.src[1]),))
+    return index.src[0].index(index.src[1]).load()
 
 
 # a gate the value ranges decided: once simplification folds it to a constant, the gate goes

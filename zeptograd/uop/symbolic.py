@@ -394,6 +394,14 @@ symbolic = PatternMatcher(
         # x & False -> False, x | True -> True
         (UPat.var("x", dtypes.bool) & False, lambda x: x.const_like(False), "x&False -> False"),
         (UPat.var("x", dtypes.bool) | True, lambda x: x.const_like(True), "x|True -> True"),
+        # x ^ 0 -> x, x | 0 -> x, x << 0 -> x, x >> 0 -> x (integers)
+        (
+            UPat((Ops.XOR, Ops.OR, Ops.SHL, Ops.SHR), INTS, src=(UPat.var("x"), UPat.cvar("c")), name="a"),
+            lambda a, x, c: x if c.arg == 0 else None,
+            "x^0 -> x",
+        ),
+        # x & 0 -> 0 (integers)
+        (UPat.var("x", INTS) & 0, lambda x: x.const_like(0), "x&0 -> 0"),
         # not not x -> x
         (UPat.var("x", dtypes.bool).ne(True).ne(True), lambda x: x, "not not x -> x"),
         # x < x -> False, x != x -> False, x == x -> True (integers: a NaN float differs from itself)
