@@ -16,4 +16,5 @@ def test_readme_python_blocks_run(capsys):
     # what the comments next to the prints say, each checked by hand
     assert out[0] == "[11. 20.] 1"
     assert out[1] == "[[1.0, 1.0], [1.0, 1.0]] [[5.0, 5.0], [5.0, 5.0]]"
-    assert out[2] == "(x*4+y)//4 0 100" and out[3] == "x" and out[-1] == "x*2"
+    assert out[2] == "[1. 1. 1. 1.] dtypes.int32 (2, 2) (4, 10)"
+    assert out[3] == "(x*4+y)//4 0 100" and out[4] == "x" and out[-1] == "x*2"
