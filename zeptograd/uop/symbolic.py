@@ -199,7 +199,8 @@ def distribute_const(a: UOp, c: UOp) -> UOp | None:
 def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     """Floor division and modulo of an index by a positive constant, from ranges and sums:
     `x//c -> k` and `x%c -> x-k*c` when x lies in [k*c, k*c+c);
-    `(a*c+b)//c -> a+b//c` and `(a*c+b)%c -> b%c`;
+    `(a*c+b)//c -> a+b//c` and `(a*c+b)%c -> b%c`, and for a coefficient k > c,
+    `(a*k+b)%c -> (a*(k%c)+b)%c` (with the whole c's added to the quotient);
     `(a*g)//(c*g) -> a//c` and `(a*g)%(c*g) -> (a%c)*g`."""
     cval = c.arg
     if d.dtype is not dtypes.index or cval <= 0:
@@ -213,10 +214,11 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     if g > 1:
         reduced = _build_sum(x, {b: k // g for b, k in coeffs.items()}, const // g)
         return reduced // (cval // g) if d.op is Ops.IDIV else (reduced % (cval // g)) * g
-    whole = {b: k // cval for b, k in coeffs.items() if k % cval == 0}
+    # a coefficient k = q*c + r comes out as q whole c's, r stays (k a multiple of c, or larger than c)
+    whole = {b: k // cval for b, k in coeffs.items() if k % cval == 0 or k > cval}
     if not whole and 0 <= const < cval:
         return None
-    rest = _build_sum(x, {b: k for b, k in coeffs.items() if k % cval != 0}, const % cval)
+    rest = _build_sum(x, {b: k % cval if k > cval else k for b, k in coeffs.items() if k % cval != 0}, const % cval)
     if d.op is Ops.MOD:
         return rest % cval
     return _build_sum(x, whole, const // cval) + rest // cval
