@@ -1,6 +1,6 @@
 """The CPU device: C source compiled by the system C compiler into a shared library, loaded with ctypes.
 
-The compiler is `$CC` (default `cc`) with `-O2 -march=native`. Compiled libraries are cached on disk
+The compiler is `$CC` (default `cc`) with `-O2 -march=native -ffp-contract=off`. Compiled libraries are cached on disk
 (`$ZEPTOGRAD_CACHE_DIR`, default `~/.cache/zeptograd`) and in memory, keyed by a hash of the source, the
 compiler and its flags. The key is the file name, so two different kernels never share a library path:
 the dynamic loader hands back the library already loaded from a path, even if the file has changed.
@@ -20,7 +20,9 @@ from zeptograd.codegen import ProgramSpec
 from zeptograd.renderer.cstyle import CRenderer
 from zeptograd.runtime.buffer import Buffer
 
-CFLAGS = ("-O2", "-march=native", "-fno-math-errno", "-shared", "-fPIC")
+# -ffp-contract=off: the compiler may not fuse a*b+c into an FMA on its own (the IR says where a MULACC
+# goes), so CPU results agree bit for bit with the PYTHON device's
+CFLAGS = ("-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-shared", "-fPIC")
 
 
 class CompileError(RuntimeError):

@@ -70,8 +70,9 @@ def _reciprocal(a: float) -> float:
 
 
 def _trunc(a: Any) -> Any:
-    if isinstance(a, float) and not math.isfinite(a):
-        return a
+    if isinstance(a, float):
+        # C's trunc keeps the sign of zero: trunc(-0.5) is -0.0
+        return a if not math.isfinite(a) else math.copysign(float(math.trunc(a)), a)
     return type(a)(math.trunc(a))
 
 
