@@ -353,7 +353,12 @@ def least_upper_dtype(*dts: DType) -> DType:
     return min(common, key=lambda d: d.priority)
 
 
-def _category(dt: DType) -> int:
+def category(dt: DType) -> int:
+    """The kind of a dtype, PyTorch's type categories in order: 0 bool, 1 integer, 2 float.
+
+    >>> category(dtypes.bool), category(dtypes.uint8), category(dtypes.float16)
+    (0, 1, 2)
+    """
     return 2 if dtypes.is_float(dt) else 1 if dtypes.is_int(dt) else 0
 
 
@@ -374,8 +379,8 @@ def result_type(*args: DType | ConstType) -> DType:
     if not strong:
         return least_upper_dtype(*(dtypes.from_py(w) for w in weak)) if weak else dtypes.default_float
     ret = least_upper_dtype(*strong)
-    weak_category = max((_category(dtypes.from_py(w)) for w in weak), default=0)
-    if weak_category > _category(ret):
+    weak_category = max((category(dtypes.from_py(w)) for w in weak), default=0)
+    if weak_category > category(ret):
         ret = dtypes.default_float if weak_category == 2 else dtypes.default_int
     return ret
 

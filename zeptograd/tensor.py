@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import DType, dtypes, least_upper_dtype, result_type
+from zeptograd.dtype import DType, category, dtypes, least_upper_dtype, result_type
 from zeptograd.engine.realize import live_tensors, realize
 from zeptograd.mixin.args import Scalar, shape_arg, tensor_dtype
 from zeptograd.mixin.creation import CreationMixin
@@ -38,10 +38,6 @@ def _from_numpy_dtype(dt: np.dtype) -> DType:
     return _NP_TO_DTYPE[dt]
 
 
-def _category(dt: DType) -> int:
-    return 2 if dtypes.is_float(dt) else 0 if dtypes.is_bool(dt) else 1
-
-
 def _promote(operands: Sequence[Any]) -> DType:
     """The dtype of an op over tensors and Python scalars, with PyTorch's three tiers: tensors with
     dimensions decide; a 0-d tensor counts only when it is of a higher kind (bool < int < float) than all of
@@ -53,9 +49,9 @@ def _promote(operands: Sequence[Any]) -> DType:
     if not dims:
         return result_type(*zero_d, *scalars)
     dt = least_upper_dtype(*dims)
-    top = max((_category(z) for z in zero_d), default=-1)
-    if top > _category(dt):
-        dt = least_upper_dtype(*(z for z in zero_d if _category(z) == top))
+    top = max((category(z) for z in zero_d), default=-1)
+    if top > category(dt):
+        dt = least_upper_dtype(*(z for z in zero_d if category(z) == top))
     return result_type(dt, *scalars)
 
 

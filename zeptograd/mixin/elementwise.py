@@ -40,7 +40,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from zeptograd.dtype import DType, dtypes, result_type
+from zeptograd.dtype import DType, category, dtypes, result_type
 from zeptograd.mixin.args import tensor_dtype
 from zeptograd.uop.ops import Ops, UOp
 
@@ -95,19 +95,9 @@ _BITS = {dtypes.float16: dtypes.int16, dtypes.float32: dtypes.int32, dtypes.floa
 _ROUNDING_MODES = (None, "trunc", "floor")
 
 
-def _kind(dt: DType) -> int:
-    """bool < int < float: the order of PyTorch's type categories (what an in-place op may cast down to)."""
-    return 2 if dtypes.is_float(dt) else 0 if dtypes.is_bool(dt) else 1
-
-
 def _compute_dtype(dt: DType) -> DType:
     """The dtype float math computes in: float64 for float64, float32 for everything else."""
     return dtypes.float64 if dt is dtypes.float64 else dtypes.float32
-
-
-def _wide_dtype(dt: DType) -> DType:
-    """The dtype the remainders of the float dtype `dt` are computed in (see _fmod_wide)."""
-    return dtypes.float64
 
 
 def _float_math(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
@@ -174,7 +164,7 @@ class ElementwiseMixin:
     def _inplace(self, value: Tensor, name: str) -> Tensor:
         """Assign `value` to self, cast to self's dtype when PyTorch would (never float to int, int to bool)."""
         if value.dtype is not self.dtype:
-            if _kind(value.dtype) > _kind(self.dtype):
+            if category(value.dtype) > category(self.dtype):
                 raise TypeError(f"{name}: the result's dtype {value.dtype!r} can't be cast to {self.dtype!r} in place")
             value = value.cast(self.dtype)
         return self.assign(value)
@@ -261,7 +251,7 @@ class ElementwiseMixin:
         # numpy's and Python's algorithm, step by step in the dtype numpy computes in (float32 for float16), so
         # that the roundings are the same: mod = fmod(a, b) (exact), div = (a - mod) / b, one down if mod and b
         # differ in sign, then div rounded to the nearest integer (it is one, up to the rounding of the division)
-        w, ct = _wide_dtype(self.dtype), _compute_dtype(self.dtype)
+        w, ct = dtypes.float64, _compute_dtype(self.dtype)
         bw = b.cast(w)
         mod = self.cast(w)._fmod_wide(bw, self.dtype).cast(ct)
         a, b = self.cast(ct), b.cast(ct)
@@ -282,12 +272,12 @@ class ElementwiseMixin:
             q = self._int_floordiv(b)
             r = self._int_mod(b)
             return ((r != 0) & ((self < 0) != (b < 0))).where(q + 1, q)
-        w, ct = _wide_dtype(dt), _compute_dtype(dt)
+        w, ct = dtypes.float64, _compute_dtype(dt)
         q = (self.cast(w) * b.cast(w).reciprocal()).cast(ct)
         return q.trunc().cast(dt)
 
     def _fmod_wide(self, b: Tensor, orig: DType) -> Tensor:
-        """C's fmod of self and b, which hold values of the float dtype `orig` in _wide_dtype(orig) (float64).
+        """C's fmod of self and b, which hold values of the float dtype `orig` in float64.
 
         fmod(|a|, |b|) by steps: x -> x mod |b|*2**k for k = ..., 51, 0 (reducing by a multiple of |b| keeps the
         remainder). A step computes q = trunc(x/B), off by at most one while x/B < 2**52, and r = x - q*B exactly:
@@ -326,7 +316,7 @@ class ElementwiseMixin:
         if not dtypes.is_float(a.dtype):
             r = a._int_mod(b)
             return ((r != 0) & ((r < 0) != (a < 0))).where(r - b, r)
-        w = _wide_dtype(a.dtype)
+        w = dtypes.float64
         return a.cast(w)._fmod_wide(b.cast(w), a.dtype).cast(a.dtype)
 
     def mod(self, x: Any, reverse: bool = False) -> Tensor:
@@ -340,7 +330,7 @@ class ElementwiseMixin:
         a._check_divisible("mod")
         if not dtypes.is_float(a.dtype):
             return a._int_mod(b)
-        w = _wide_dtype(a.dtype)
+        w = dtypes.float64
         aw, bw = a.cast(w), b.cast(w)
         r = aw._fmod_wide(bw, a.dtype)
         r = ((r != 0) & ((bw < 0) != (r < 0))).where(r + bw, r)
