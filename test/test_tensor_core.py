@@ -128,11 +128,42 @@ def test_default_dtypes():
     assert (Tensor([1, 2]) < 2).dtype is dtypes.bool
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        [np.float32(1), np.float32(2)],
+        [np.int64(3), np.int64(-4)],
+        [[np.float16(1.5)]],
+        range(4),
+        [1, True],
+        [True, 2.5],
+    ],
+    ids=repr,
+)
+def test_sequences_of_numpy_scalars_and_ranges(data):
+    ref = torch.tensor(data)
+    t = Tensor(data)
+    from_numpy = any(isinstance(x, np.generic) for x in np.asarray(data, dtype=object).ravel())
+    assert dtype_name(t) == (dtype_name(ref) if from_numpy else default_int32(dtype_name(ref)))
+    np.testing.assert_array_equal(t.numpy(), ref.numpy())
+
+
+def test_sequences_of_tensors():
+    t = Tensor([Tensor(1), Tensor(2, device="PYTHON")])
+    assert t.dtype is dtypes.int32 and t.tolist() == [1, 2]
+    rows = Tensor([Tensor([1.5, 2.0]), Tensor([3.0, 4.0]) * 2])
+    np.testing.assert_array_equal(rows.numpy(), np.array([[1.5, 2.0], [6.0, 8.0]], np.float32))
+
+
 def test_ragged_and_unsupported_data():
     with pytest.raises(ValueError, match="ragged"):
         Tensor([[1, 2], [3]])
     with pytest.raises(TypeError, match="Tensor"):
         Tensor("abc")
+    with pytest.raises(TypeError, match="Tensor: no dtype for a Python value of type str"):
+        Tensor(["a"])
+    with pytest.raises(TypeError, match="Tensor: numpy dtype <U1 has no zeptograd dtype"):
+        Tensor(np.array(["x"]))
     with pytest.raises(TypeError, match="unknown dtype name 'flaot'"):
         Tensor([1], dtype="flaot")
     with pytest.raises(TypeError, match="bfloat16"):

@@ -32,9 +32,20 @@ from zeptograd.uop.shape import prod
 _NP_TO_DTYPE = {np.dtype(dt.fmt): dt for dt in dtypes.all if dt.fmt is not None}
 
 
+def _host_items(data: Any) -> tuple[Any, bool]:
+    """A nested sequence as nested lists numpy can read: tensors inside become their values (numpy arrays),
+    ranges lists. Also says whether it held only Python scalars (which get the default dtypes)."""
+    if isinstance(data, Tensor):
+        return data.numpy(), False
+    if isinstance(data, (list, tuple, range)):
+        converted = [_host_items(x) for x in data]
+        return [c[0] for c in converted], all(c[1] for c in converted)
+    return data, not isinstance(data, np.generic)
+
+
 def _from_numpy_dtype(dt: np.dtype) -> DType:
     if dt not in _NP_TO_DTYPE:
-        raise TypeError(f"numpy dtype {dt} has no zeptograd dtype")
+        raise TypeError(f"Tensor: numpy dtype {dt} has no zeptograd dtype")
     return _NP_TO_DTYPE[dt]
 
 
@@ -72,16 +83,21 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
             uop = data if dt is None or data.dtype is dt else data.cast(dt)
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             uop = UOp.const(dt or dtypes.from_py(data), data)
-        elif isinstance(data, (list, tuple, np.ndarray, np.generic)):
+        elif isinstance(data, (list, tuple, range, np.ndarray, np.generic)):
             if isinstance(data, (np.ndarray, np.generic)):
                 arr = np.asarray(data)
                 dt = dt or _from_numpy_dtype(arr.dtype)
             else:
-                dt = dt or dtypes.from_py(list(data))
+                items, pure = _host_items(data)
                 try:
-                    arr = np.array(data)
+                    arr = np.array(items)
                 except ValueError as e:
                     raise ValueError(f"Tensor: the nested sequence is ragged ({e})") from None
+                # Python values get the default dtypes; numpy scalars and tensors inside keep theirs, as in torch
+                try:
+                    dt = dt or (dtypes.from_py(items) if pure else _from_numpy_dtype(arr.dtype))
+                except TypeError as e:
+                    raise TypeError(str(e) if str(e).startswith("Tensor:") else f"Tensor: {e}") from None
             arr = arr.astype(np_dtype(dt), copy=False)
             buf = new_buffer(device, arr.size, dt)
             buffer_for(buf).copyin(arr)  # copies in C order, whatever the strides (a 0-d array stays 0-d)
