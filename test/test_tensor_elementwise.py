@@ -1055,3 +1055,27 @@ def test_value_errors(fn: Callable[[], Any], pattern: str):
 def test_clamp_without_bounds_is_an_error():
     with pytest.raises(RuntimeError, match=r"clamp.*min_.*max_"):
         Tensor([1.0]).clamp()
+
+
+# *** robustness: bad parameters fail at the public call, naming the op ***
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda x: x.celu(alpha=0), ValueError, r"celu: alpha must not be 0"),
+        (lambda x: x.softplus(beta=0), ValueError, r"softplus: beta must not be 0"),
+        (lambda x: x.hardtanh(2.0, 1.0), ValueError, r"hardtanh: min_val 2.0 is greater than max_val 1.0"),
+        (lambda x: x.elu(alpha=None), TypeError, r"elu: alpha must be a number, got None"),
+        (lambda x: x.leaky_relu("a"), TypeError, r"leaky_relu: neg_slope must be a number, got 'a'"),
+        (lambda x: x.selu(gamma="a"), TypeError, r"selu: gamma must be a number"),
+        (lambda x: x.hardsigmoid(alpha=None), TypeError, r"hardsigmoid: alpha must be a number"),
+        (lambda x: x.round("a"), TypeError, r"round: decimals must be an int, got 'a'"),
+        (lambda x: x.round(1.5), TypeError, r"round: decimals must be an int, got 1.5"),
+        (lambda x: x.cast("bogus"), TypeError, r"cast: unknown dtype name 'bogus'"),
+        (lambda x: x.bitcast(None), TypeError, r"bitcast: .*NoneType"),
+    ],
+)
+def test_bad_parameters_name_the_op(call: Callable, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        call(Tensor([[1.0, -2.0, 3.0]]))

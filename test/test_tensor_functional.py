@@ -416,3 +416,39 @@ def test_interpolate_errors():
         x.interpolate((4,), mode="bilinear")
     with pytest.raises(TypeError, match=r"interpolate: size must be an int or a sequence of ints"):
         x.interpolate((2.5,))
+
+
+# *** robustness: bad arguments fail at the public call, naming the op ***
+
+
+@pytest.mark.parametrize("weight", [None, "a", [1.0, 2.0, 3.0]])
+def test_linear_weight_must_be_a_tensor(weight) -> None:
+    with pytest.raises(TypeError, match=rf"linear: weight must be a Tensor, got {type(weight).__name__}"):
+        Tensor.ones(2, 3).linear(weight)
+
+
+def test_linear_bias_errors_name_linear() -> None:
+    x = Tensor.ones(2, 3)
+    with pytest.raises(TypeError, match=r"linear: bias must be a Tensor or None, got str"):
+        x.linear(Tensor.ones(3, 4), "a")
+    with pytest.raises(ValueError, match=r"linear: shapes \(2, 4\) and \(5,\) cannot be broadcast"):
+        x.linear(Tensor.ones(3, 4), Tensor.ones(5))
+
+
+def test_softmin_errors_name_softmin() -> None:
+    with pytest.raises(IndexError, match=r"softmin: axis 2 is out of range .*\(2, 3\)"):
+        Tensor.ones(2, 3).softmin(2)
+    with pytest.raises(TypeError, match=r"softmin: axis must be an int, got 1.5"):
+        Tensor.ones(2, 3).softmin(dim=1.5)
+
+
+def test_normalize_dim_of_wrong_type() -> None:
+    with pytest.raises(TypeError, match=r"normalize: axis must be an int or a sequence of ints, got 1.5"):
+        Tensor.ones(2, 3).normalize(dim=1.5)
+
+
+def test_dtype_names_name_the_op() -> None:
+    with pytest.raises(TypeError, match=r"softmax: unknown dtype name 'bogus'"):
+        Tensor.ones(2, 3).softmax(1, dtype="bogus")
+    with pytest.raises(TypeError, match=r"matmul: unknown dtype name 'bogus'"):
+        Tensor.ones(2, 3).matmul(Tensor.ones(3, 2), dtype="bogus")

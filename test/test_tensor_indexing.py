@@ -652,3 +652,41 @@ def test_error_messages_name_the_op():
     with pytest.raises(IndexError) as e:
         Tensor.zeros(2)[2]
     assert re.match(r"__getitem__: index 2 is out of bounds for axis 0 with size 2", str(e.value))
+
+
+# *** robustness: iteration, `in`, and bad values ***
+
+
+def test_iterating_a_0d_tensor_is_an_error() -> None:
+    # Python's fallback iteration through __getitem__ would make a 0-d tensor look empty
+    with pytest.raises(TypeError, match=r"iteration over a 0-d tensor"):
+        list(Tensor(1.5))
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    assert [r.tolist() for r in Tensor(a)] == a.tolist()
+    assert list(Tensor.zeros(0, 2)) == []
+
+
+def test_contains() -> None:
+    a = np.array([[1, 2], [3, 4]], dtype=np.int32)
+    assert (3 in Tensor(a)) == (3 in a)
+    assert (5.0 in Tensor(a)) == (5.0 in a)
+    assert Tensor([1.0, 2.0]) in Tensor([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(TypeError, match=r"__contains__: expected a scalar or a Tensor, got NoneType"):
+        _ = None in Tensor(a)
+
+
+def test_setitem_value_of_wrong_type() -> None:
+    t = Tensor.zeros(2, 3).realize()
+    with pytest.raises(TypeError, match=r"__setitem__: cannot assign a value of type str"):
+        t[0] = "a"
+    with pytest.raises(TypeError, match=r"__setitem__: cannot assign a value of type NoneType"):
+        t[0] = None
+
+
+def test_masked_fill_errors_name_masked_fill() -> None:
+    x = Tensor.ones(2, 3)
+    with pytest.raises(TypeError, match=r"masked_fill: value must be a scalar or a 0-d tensor, got NoneType"):
+        x.masked_fill(x > 0, None)
+    with pytest.raises(ValueError, match=r"masked_fill: shapes \(2, 3\) and \(2,\) cannot be broadcast"):
+        x.masked_fill(Tensor([True, False]), 1.0)
+    assert x.masked_fill(x > 0, np.float32(2.0)).tolist() == np.full((2, 3), 2.0).tolist()

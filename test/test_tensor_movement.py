@@ -659,3 +659,32 @@ def test_errors(name: str, fn: Callable[[], Any], exc: Any, pattern: str, shape:
     assert re.search(pattern, msg), msg
     if shape is not None:
         assert _shape_in(msg, shape), msg
+
+
+# *** robustness: bad arguments fail at the public call, naming the op ***
+
+
+@pytest.mark.parametrize("op", ["reshape_as", "view_as", "expand_as"])
+@pytest.mark.parametrize("other", [None, "a", [1.0, 2.0]])
+def test_as_ops_need_a_tensor(op: str, other: Any) -> None:
+    with pytest.raises(TypeError, match=rf"{op}: expected a Tensor, got {type(other).__name__}"):
+        getattr(Tensor.ones(2, 3), op)(other)
+
+
+def test_shrink_bounds_must_be_int_pairs() -> None:
+    x = Tensor.ones(2, 3)
+    with pytest.raises(TypeError, match=r"shrink: a bound must be an int, got 0.5"):
+        x.shrink(((0.5, 1), (0, 3)))
+    with pytest.raises(ValueError, match=r"shrink: each entry of \(\(0, 1, 2\), \(0, 3\)\) must be a \(start, end\)"):
+        x.shrink(((0, 1, 2), (0, 3)))
+
+
+def test_pad_value_must_be_a_number() -> None:
+    with pytest.raises(TypeError, match=r"pad: value must be a number, got 'a'"):
+        Tensor.ones(2, 3).pad((1, 1), value="a")
+    assert Tensor([1, 2]).pad((1, 1), value=np.int64(7)).tolist() == [7, 1, 2, 7]
+
+
+def test_flip_axis_of_wrong_type() -> None:
+    with pytest.raises(TypeError, match=r"flip: axis must be an int or a sequence of ints, got 1.5"):
+        Tensor.ones(2, 3).flip(1.5)

@@ -586,3 +586,30 @@ def test_argument_errors():
         Tensor.ones(3, 2).sum((0, 0))
     with pytest.raises(TypeError, match="mean.*axis"):
         Tensor.ones(3, 2).mean(axis=0, dim=0)
+
+
+# *** robustness: a non-int axis fails naming the op ***
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "logsumexp"])
+@pytest.mark.parametrize("bad", [1.5, object()])
+def test_axis_of_wrong_type(op: str, bad: Any) -> None:
+    x = Tensor.ones(2, 3)
+    with pytest.raises(TypeError, match=rf"{op}: axis must be an int or a sequence of ints, got"):
+        getattr(x, op)(bad)
+    with pytest.raises(TypeError, match=rf"{op}: axis must be an int or a sequence of ints, got"):
+        getattr(x, op)(dim=bad)
+
+
+@pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
+def test_correction_of_wrong_type(op: str) -> None:
+    with pytest.raises(TypeError, match=rf"{op}: correction must be a number, got 'a'"):
+        getattr(Tensor.ones(2, 3), op)(1, correction="a")
+
+
+def test_sum_dtype_name_names_the_op() -> None:
+    with pytest.raises(TypeError, match=r"sum: unknown dtype name 'bogus'"):
+        Tensor.ones(2, 3).sum(dtype="bogus")
+    for op in ("prod", "cumsum", "cumprod"):
+        with pytest.raises(TypeError, match=rf"{op}: unknown dtype name 'bogus'"):
+            getattr(Tensor.ones(2, 3), op)(0, dtype="bogus")

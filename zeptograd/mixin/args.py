@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
+from typing import Any
 
 from zeptograd.dtype import ConstType, DType, to_dtype
 
@@ -26,9 +28,20 @@ def shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def axis_arg(axis: Any, op: str) -> Any:
+    """Checks that `axis` is None, an int or a sequence of ints (the elements are checked by `Tensor._axes`), so a
+    float or None element fails naming the op rather than deep inside the axis normalization."""
+    if axis is None or isinstance(axis, int) or (isinstance(axis, Sequence) and not isinstance(axis, str)):
+        return axis
+    raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
+
+
 def tensor_dtype(dtype: DType | str, op: str) -> DType:
     """A dtype a tensor can have: one the devices can store and compute in (every one but bfloat16 today)."""
-    dt = to_dtype(dtype)
+    try:
+        dt = to_dtype(dtype)
+    except TypeError as e:  # an unknown name or a non-dtype: say which op was given it
+        raise TypeError(f"{op}: {e}") from None
     if dt.fmt is None:
         raise TypeError(f"{op}: {dt!r} tensors are not supported on the CPU and PYTHON devices yet")
     return dt

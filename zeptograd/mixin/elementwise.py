@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -98,6 +99,15 @@ _ROUNDING_MODES = (None, "trunc", "floor")
 def _compute_dtype(dt: DType) -> DType:
     """The dtype float math computes in: float64 for float64, float32 for everything else."""
     return dtypes.float64 if dt is dtypes.float64 else dtypes.float32
+
+
+def _number(value: Any, op: str, what: str, nonzero: bool = False) -> float:
+    """A real-number parameter of an activation (alpha, beta, a slope...), checked at the public call."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{op}: {what} must be a number, got {value!r}")
+    if nonzero and value == 0:
+        raise ValueError(f"{op}: {what} must not be 0")
+    return value
 
 
 def _float_math(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
@@ -765,6 +775,8 @@ class ElementwiseMixin:
         >>> Tensor([0.5, 1.5, 2.5, -0.5, -1.7]).round().tolist()
         [0.0, 2.0, 2.0, -0.0, -2.0]
         """
+        if isinstance(decimals, bool) or not isinstance(decimals, numbers.Integral):
+            raise TypeError(f"round: decimals must be an int, got {decimals!r}")
         if not dtypes.is_float(self.dtype):
             return self
         if decimals:
@@ -1169,7 +1181,7 @@ class ElementwiseMixin:
         >>> Tensor([-2.0, 3.0]).leaky_relu(0.5).tolist()
         [-1.0, 3.0]
         """
-        return (self < 0).where(self * neg_slope, self)
+        return (self < 0).where(self * _number(neg_slope, "leaky_relu", "neg_slope"), self)
 
     @_float_math
     def elu(self, alpha: float = 1.0) -> Tensor:
@@ -1178,7 +1190,7 @@ class ElementwiseMixin:
         >>> Tensor([0.0, 2.0]).elu().tolist()
         [0.0, 2.0]
         """
-        return (self > 0).where(self, self._expm1() * alpha)
+        return (self > 0).where(self, self._expm1() * _number(alpha, "elu", "alpha"))
 
     @_float_math
     def celu(self, alpha: float = 1.0) -> Tensor:
@@ -1187,6 +1199,7 @@ class ElementwiseMixin:
         >>> Tensor([0.0, 2.0]).celu().tolist()
         [0.0, 2.0]
         """
+        alpha = _number(alpha, "celu", "alpha", nonzero=True)
         return (self > 0).where(self, (self * (1 / alpha))._expm1() * alpha)
 
     @_float_math
@@ -1196,6 +1209,7 @@ class ElementwiseMixin:
         >>> Tensor([0.0]).selu().tolist()
         [0.0]
         """
+        alpha, gamma = _number(alpha, "selu", "alpha"), _number(gamma, "selu", "gamma")
         return (self > 0).where(self, self._expm1() * alpha) * gamma
 
     @_float_math
@@ -1223,7 +1237,7 @@ class ElementwiseMixin:
         >>> Tensor([-4.0, 0.0, 4.0]).hardsigmoid().tolist()
         [0.0, 0.5, 1.0]
         """
-        return (self * alpha + beta).clamp(0, 1)
+        return (self * _number(alpha, "hardsigmoid", "alpha") + _number(beta, "hardsigmoid", "beta")).clamp(0, 1)
 
     @_float_math
     def hardswish(self) -> Tensor:
@@ -1240,6 +1254,9 @@ class ElementwiseMixin:
         >>> Tensor([-2.0, 0.5, 2.0]).hardtanh().tolist()
         [-1.0, 0.5, 1.0]
         """
+        min_val, max_val = _number(min_val, "hardtanh", "min_val"), _number(max_val, "hardtanh", "max_val")
+        if min_val > max_val:
+            raise ValueError(f"hardtanh: min_val {min_val} is greater than max_val {max_val}")
         return self.clamp(min_val, max_val)
 
     @_float_math
@@ -1300,6 +1317,8 @@ class ElementwiseMixin:
         >>> Tensor([0.0]).softplus().tolist()
         [0.6931471824645996]
         """
+        beta = _number(beta, "softplus", "beta", nonzero=True)
+        threshold = _number(threshold, "softplus", "threshold")
         bx = self * beta
         return (bx > threshold).where(self, bx._softplus() * (1 / beta))
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
-from zeptograd.mixin.args import tensor_dtype
+from zeptograd.mixin.args import axis_arg, tensor_dtype
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -229,7 +229,13 @@ class FunctionalMixin:
         >>> Tensor([[1.0, 2.0]]).linear(Tensor([[1.0, 0.0], [0.0, 2.0]]), Tensor([0.5, 0.5])).tolist()
         [[1.5, 4.5]]
         """
+        if not isinstance(weight, type(self)):
+            raise TypeError(f"linear: weight must be a Tensor, got {type(weight).__name__}")
+        if bias is not None and not isinstance(bias, type(self)):
+            raise TypeError(f"linear: bias must be a Tensor or None, got {type(bias).__name__}")
         x = self * weight if weight.ndim == 1 else self.matmul(weight)
+        if bias is not None:
+            self._broadcast_shape("linear", x.shape, bias.shape)  # checked here so the error names linear
         return x if bias is None else x + bias
 
     # *** normalizations ***
@@ -274,7 +280,8 @@ class FunctionalMixin:
         [0.6652, 0.2447, 0.09]
         """
         x = self.cast(tensor_dtype(dtype, "softmin")) if dtype is not None else self
-        return (-x._float()).softmax(axis if dim is None else dim)
+        m, s, out_dt = (-x._float())._softmax_parts(axis if dim is None else dim, None, "softmin")
+        return (m.exp() / s).cast(out_dt) if m.numel() else m.cast(out_dt)
 
     def normalize(self, p: float = 2.0, dim: int | Sequence[int] = 1, eps: float = 1e-12) -> Tensor:
         """x / max(||x||_p, eps), the p-norm taken over `dim` (torch.nn.functional.normalize); `p` may be any
@@ -287,7 +294,7 @@ class FunctionalMixin:
             raise ValueError(f"normalize: p must be a positive number or inf, got {p!r}")
         out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
         x = self.cast(_compute_dtype(self.dtype))
-        axes = x._axes(dim, "normalize")
+        axes = x._axes(axis_arg(dim, "normalize"), "normalize")
         mag = x.maximum(-x)
         if p == math.inf:
             norm = mag.max(axis=axes, keepdim=True) if x.numel() else mag.sum(axis=axes, keepdim=True)

@@ -16,7 +16,8 @@ scatters place values the same way. Every op stays lazy, except where the output
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -332,6 +333,30 @@ class IndexingMixin:
         order = (*range(k), *range(no, no + nb), *range(k, no))
         return out.permute(*order)
 
+    def __iter__(self) -> Iterator[Tensor]:
+        """The tensor's rows (`self[0]`, `self[1]`, ...), as in PyTorch; a 0-d tensor has none to iterate.
+
+        >>> [r.tolist() for r in Tensor([[1, 2], [3, 4]])]
+        [[1, 2], [3, 4]]
+        """
+        # without this, Python iterates through __getitem__ until an IndexError, which makes a 0-d tensor
+        # look like an empty sequence
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __contains__(self, element: Any) -> bool:
+        """`element in t`: whether any element of t equals `element` (a scalar or a tensor that broadcasts);
+        it computes the answer now.
+
+        >>> 3 in Tensor([[1, 2], [3, 4]]), 5 in Tensor([1, 2])
+        (True, False)
+        """
+        if not isinstance(element, (type(self), numbers.Number)):
+            raise TypeError(f"__contains__: expected a scalar or a Tensor, got {type(element).__name__}")
+        return bool((self == element).any())
+
     def __setitem__(self, index: Any, value: Any) -> None:
         """`t[index] = value`: one STORE into t's buffer (`t.assign(mask.where(placed_value, t))`). Any index
         `__getitem__` takes; `value` is a scalar or a tensor that broadcasts to `t[index].shape`, cast to t's
@@ -345,6 +370,8 @@ class IndexingMixin:
         [[0.0, 7.0, 0.0, 7.0], [2.0, 0.0, 0.0, 3.0]]
         """
         op = "__setitem__"
+        if not isinstance(value, (type(self), numbers.Number, list, tuple, np.ndarray)):
+            raise TypeError(f"{op}: cannot assign a value of type {type(value).__name__} to a tensor")
         v = value if isinstance(value, type(self)) else type(self)(value, device=self.device)
         if v.device != self.device:
             raise RuntimeError(f"{op}: the value is on {v.device}, the tensor on {self.device}")
@@ -563,8 +590,11 @@ class IndexingMixin:
             if value.ndim:
                 raise RuntimeError(f"masked_fill: value must be a scalar or a 0-d tensor, got shape {value.shape}")
             v = value.cast(self.dtype)
-        else:
+        elif isinstance(value, numbers.Number):
             v = type(self)(value, device=self.device).cast(self.dtype)
+        else:
+            raise TypeError(f"masked_fill: value must be a scalar or a 0-d tensor, got {type(value).__name__}")
+        self._broadcast_shape("masked_fill", self.shape, mask.shape)  # checked here so the error names masked_fill
         return mask.where(v, self)
 
     def _select_positions(self, op: str, size: int | None) -> tuple[Tensor, Tensor, Tensor, int]:

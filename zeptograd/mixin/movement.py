@@ -11,12 +11,13 @@ join several tensors (cat, stack, the reflect and replicate pads) add a `where` 
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
-from zeptograd.mixin.args import Scalar, shape_arg
+from zeptograd.mixin.args import Scalar, axis_arg, shape_arg
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -49,6 +50,12 @@ class MovementMixin:
     __slots__ = ()
 
     # *** helpers ***
+
+    def _shape_of(self, other: Any, op: str) -> tuple[int, ...]:
+        """The shape of `other`, which must be a Tensor (reshape_as, view_as, expand_as)."""
+        if not isinstance(other, type(self)):
+            raise TypeError(f"{op}: expected a Tensor, got {type(other).__name__}")
+        return other.shape
 
     def _movement_dim(self, dim: Any, op: str, ndim: int | None = None) -> int:
         """`dim` normalized to [0, ndim) (ndim defaults to self.ndim). As in PyTorch, a 0-d tensor takes dims 0
@@ -129,7 +136,7 @@ class MovementMixin:
         >>> Tensor.arange(4).reshape_as(Tensor.zeros(2, 2)).tolist()
         [[0, 1], [2, 3]]
         """
-        return self.reshape(other.shape)
+        return self.reshape(self._shape_of(other, "reshape_as"))
 
     def view_as(self, other: Tensor) -> Tensor:
         """`reshape_as` under PyTorch's other name.
@@ -137,7 +144,7 @@ class MovementMixin:
         >>> Tensor.arange(4).view_as(Tensor.zeros(4, 1)).shape
         (4, 1)
         """
-        return self.reshape(other.shape)
+        return self.reshape(self._shape_of(other, "view_as"))
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Axes `start_dim..end_dim` (inclusive) merged into one; a 0-d tensor becomes 1-d.
@@ -296,7 +303,7 @@ class MovementMixin:
             if dims is None:
                 raise TypeError("flip: the axes to flip are missing (axis or dims)")
             axis = dims
-        axes = self._axes((axis, *args) if args else axis, "flip")
+        axes = self._axes((axis, *args) if args else axis_arg(axis, "flip"), "flip")
         if not axes:
             return self
         return self._new(UOp(Ops.FLIP, self.dtype, (self.uop,), tuple(i in axes for i in range(self.ndim))))
@@ -335,7 +342,7 @@ class MovementMixin:
         >>> Tensor([1, 2]).expand_as(Tensor.zeros(2, 2)).tolist()
         [[1, 2], [1, 2]]
         """
-        return self.expand(other.shape)
+        return self.expand(self._shape_of(other, "expand_as"))
 
     # *** slicing and padding ***
 
@@ -347,7 +354,9 @@ class MovementMixin:
         """
         if len(arg) != self.ndim:
             raise ValueError(f"shrink: {tuple(arg)} has {len(arg)} entries for shape {self.shape}")
-        bounds = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
+        bounds = tuple((0, s) if a is None else _int_tuple(a, "shrink", "a bound") for a, s in zip(arg, self.shape))
+        if any(len(b) != 2 for b in bounds):
+            raise ValueError(f"shrink: each entry of {tuple(arg)} must be a (start, end) pair or None")
         for (b, e), s in zip(bounds, self.shape):
             if not 0 <= b <= e <= s:
                 raise ValueError(f"shrink: bounds {tuple(arg)} are outside shape {self.shape}")
@@ -414,6 +423,8 @@ class MovementMixin:
             raise NotImplementedError(f"pad: mode {mode!r} is not supported (one of {', '.join(PAD_MODES)})")
         pairs = self._pad_pairs(padding)
         value = 0.0 if value is None else value  # torch's F.pad takes value=None for zero
+        if not isinstance(value, numbers.Real):
+            raise TypeError(f"pad: value must be a number, got {value!r}")
         if mode != "constant":
             if value != 0:
                 raise ValueError(f"pad: mode {mode!r} takes no value (got {value!r})")

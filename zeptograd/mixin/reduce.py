@@ -12,10 +12,12 @@ costs O(n * block) work, not O(n**2); sorting is a bitonic network of compare-ex
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes
+from zeptograd.mixin.args import axis_arg, tensor_dtype
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -31,10 +33,10 @@ Axis = int | Sequence[int] | None
 def _pick_axis(axis: Any, dim: Any, op: str) -> Any:
     """tinygrad's `axis` or PyTorch's `dim`, not both."""
     if dim is None:
-        return axis
+        return axis_arg(axis, op)
     if axis is not None:
         raise TypeError(f"{op}: got both axis={axis!r} and dim={dim!r}; pass one of them")
-    return dim
+    return axis_arg(dim, op)
 
 
 def _scan_axis(axis: Any, dim: Any, op: str) -> Any:
@@ -124,7 +126,7 @@ class ReduceMixin:
         """
         axis = _pick_axis(axis, dim, "sum")
         if dtype is not None:
-            return self.cast(dtype).sum(axis, keepdim)
+            return self.cast(tensor_dtype(dtype, "sum")).sum(axis, keepdim)
         dt = self.dtype
         if (acc := _small_int_acc(dt)) is not None:
             return self._reduce(Ops.ADD, axis, keepdim, "sum", acc)
@@ -163,7 +165,7 @@ class ReduceMixin:
         """
         axis = _pick_axis(axis, dim, "prod")
         if dtype is not None:
-            return self.cast(dtype).prod(axis, keepdim)
+            return self.cast(tensor_dtype(dtype, "prod")).prod(axis, keepdim)
         dt = self.dtype
         if (acc := _small_int_acc(dt)) is not None:
             return self._reduce(Ops.MUL, axis, keepdim, "prod", acc)
@@ -288,6 +290,8 @@ class ReduceMixin:
         """(variance, mean) in the accumulation dtype, and the dtype to return them in."""
         if unbiased is not None:
             correction = 1 if unbiased else 0
+        if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
+            raise TypeError(f"{op}: correction must be a number, got {correction!r}")
         n = self._count(axis, op)
         x, out = self._float_acc()
         mean = x.sum(axis, keepdim=True) / n
@@ -433,7 +437,7 @@ class ReduceMixin:
         [[1, 3, 6], [4, 9, 15]]
         """
         axis = _scan_axis(axis, dim, "cumsum")
-        x = self.cast(dtype) if dtype is not None else self
+        x = self.cast(tensor_dtype(dtype, "cumsum")) if dtype is not None else self
         if (acc := _small_int_acc(x.dtype)) is not None:
             return x.cast(acc)._scan(axis, Ops.ADD, "cumsum")
         if x.dtype is dtypes.float16:
@@ -447,7 +451,7 @@ class ReduceMixin:
         [1, 2, 6, 24]
         """
         axis = _scan_axis(axis, dim, "cumprod")
-        x = self.cast(dtype) if dtype is not None else self
+        x = self.cast(tensor_dtype(dtype, "cumprod")) if dtype is not None else self
         if (acc := _small_int_acc(x.dtype)) is not None:
             return x.cast(acc)._scan(axis, Ops.MUL, "cumprod")
         if x.dtype is dtypes.float16:
