@@ -216,3 +216,41 @@ def test_sizes_accept_numpy_integers_but_not_floats_or_bools():
         Tensor.zeros(2.0)
     with pytest.raises(TypeError, match="ones: sizes must be ints"):
         Tensor.ones(True)
+
+
+def test_python_ints_keep_their_values():
+    # numpy and torch hold 2**40; an inferred int32 widens to int64, an int32 asked for is an error, as in torch
+    for t in (Tensor([2**40, -3]), Tensor(2**40), Tensor.full((2,), -(2**40))):
+        assert t.dtype is dtypes.int64
+    np.testing.assert_array_equal(Tensor([2**40, -3]).numpy(), np.array([2**40, -3], np.int64))
+    assert Tensor([-(2**31), 2**31 - 1]).dtype is dtypes.int32
+    with pytest.raises(RuntimeError, match="Tensor: value 1099511627776 cannot be converted to int32 without overflow"):
+        Tensor([2**40], dtype="int32")
+    with pytest.raises(RuntimeError, match="Tensor: value 300 cannot be converted to uint8"):
+        Tensor([1, 300], dtype="uint8")
+    with pytest.raises(RuntimeError, match="full: value -1 cannot be converted to uint32"):
+        Tensor.full((2,), -1, dtype="uint32")
+    with pytest.raises(RuntimeError, match="Tensor: "):
+        Tensor([2**70])
+
+
+def test_numpy_scalars_are_weak_operands():
+    x = Tensor([1.0, 2.0], dtype="half")
+    assert (x + np.float32(1)).dtype is dtypes.float16
+    assert (Tensor([1, 2]) * np.int64(3)).dtype is dtypes.int32
+    np.testing.assert_array_equal((Tensor([1, 2]) * np.int64(3)).numpy(), [3, 6])
+
+
+def test_errors_name_the_call():
+    with pytest.raises(ValueError, match="Tensor: unknown device 'bogus'"):
+        Tensor([1], device="bogus")
+    with pytest.raises(ValueError, match="to: unknown device 'bogus'"):
+        Tensor([1]).to("bogus")
+    with pytest.raises(TypeError, match="arange: no dtype for a Python value of type str"):
+        Tensor.arange("a")
+    with pytest.raises(TypeError, match="full: no dtype for a Python value of type NoneType"):
+        Tensor.full((2,), None)
+    with pytest.raises(TypeError, match="assign: cannot make a tensor from str"):
+        Tensor([1]).realize().assign("s")
+    with pytest.raises(TypeError, match="size: axis must be an int or a sequence of ints, got 1.5"):
+        Tensor.zeros(2, 3).size(1.5)

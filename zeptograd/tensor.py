@@ -32,6 +32,31 @@ from zeptograd.uop.shape import prod
 _NP_TO_DTYPE = {np.dtype(dt.fmt): dt for dt in dtypes.all if dt.fmt is not None}
 
 
+def _device(device: str | None, op: str) -> str:
+    try:
+        return Device.canonicalize(device)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{op}: {e}") from None
+
+
+def _py_dtype(value: Any, op: str) -> DType:
+    try:
+        return dtypes.from_py(value)
+    except TypeError as e:
+        raise TypeError(f"{op}: {e}") from None
+
+
+def _fit_ints(dt: DType, lo: int, hi: int, explicit: bool, op: str) -> DType:
+    """Python ints keep their values, as in torch: an inferred int32 widens to int64 when they don't fit, and
+    an integer dtype asked for that can't hold them is an error (not a silent wrap)."""
+    if not dtypes.is_int(dt) or dtypes.min(dt) <= lo <= hi <= dtypes.max(dt):
+        return dt
+    if not explicit and dt is dtypes.default_int and dtypes.min(dtypes.int64) <= lo <= hi <= dtypes.max(dtypes.int64):
+        return dtypes.int64
+    bad = lo if lo < dtypes.min(dt) else hi
+    raise RuntimeError(f"{op}: value {bad} cannot be converted to {dt.name} without overflow")
+
+
 def _host_items(data: Any) -> tuple[Any, bool]:
     """A nested sequence as nested lists numpy can read: tensors inside become their values (numpy arrays),
     ranges lists. Also says whether it held only Python scalars (which get the default dtypes)."""
@@ -77,12 +102,15 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
     __hash__ = object.__hash__  # == builds a comparison, so tensors hash by identity
 
     def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None):
-        device = Device.canonicalize(device)
+        device = _device(device, "Tensor")
         dt = tensor_dtype(dtype, "Tensor") if dtype is not None else None
         if isinstance(data, UOp):
             uop = data if dt is None or data.dtype is dt else data.cast(dt)
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
-            uop = UOp.const(dt or dtypes.from_py(data), data)
+            const_dt = dt or dtypes.from_py(data)
+            if isinstance(data, int) and not isinstance(data, bool):
+                const_dt = _fit_ints(const_dt, data, data, dt is not None, "Tensor")
+            uop = UOp.const(const_dt, data)
         elif isinstance(data, (list, tuple, range, np.ndarray, np.generic)):
             if isinstance(data, (np.ndarray, np.generic)):
                 arr = np.asarray(data)
@@ -93,11 +121,15 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
                     arr = np.array(items)
                 except ValueError as e:
                     raise ValueError(f"Tensor: the nested sequence is ragged ({e})") from None
+                except OverflowError:
+                    raise RuntimeError("Tensor: an int in the data does not fit in 64 bits") from None
                 # Python values get the default dtypes; numpy scalars and tensors inside keep theirs, as in torch
                 try:
                     dt = dt or (dtypes.from_py(items) if pure else _from_numpy_dtype(arr.dtype))
                 except TypeError as e:
                     raise TypeError(str(e) if str(e).startswith("Tensor:") else f"Tensor: {e}") from None
+                if pure and arr.size and arr.dtype.kind in "iuO":
+                    dt = _fit_ints(dt, int(arr.min()), int(arr.max()), dtype is not None, "Tensor")
             arr = arr.astype(np_dtype(dt), copy=False)
             buf = new_buffer(device, arr.size, dt)
             buffer_for(buf).copyin(arr)  # copies in C order, whatever the strides (a 0-d array stays 0-d)
@@ -192,8 +224,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         shape = shape_arg((shape,) if isinstance(shape, int) else tuple(shape), _op)
         if any(s < 0 for s in shape):
             raise ValueError(f"{_op}: negative size in shape {shape}")
-        dt = tensor_dtype(dtype, _op) if dtype is not None else dtypes.from_py(fill_value)
-        return Tensor(UOp.const(dt, fill_value), device=device)._broadcast_to(shape)
+        dt = tensor_dtype(dtype, _op) if dtype is not None else _py_dtype(fill_value, _op)
+        if isinstance(fill_value, int) and not isinstance(fill_value, bool):
+            dt = _fit_ints(dt, fill_value, fill_value, dtype is not None, _op)
+        return Tensor(UOp.const(dt, fill_value), device=_device(device, _op))._broadcast_to(shape)
 
     @staticmethod
     def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -220,7 +254,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         if any(s < 0 for s in shape):
             raise ValueError(f"empty: negative size in shape {shape}")
         dt = tensor_dtype(dtype, "empty") if dtype is not None else dtypes.default_float
-        dev = Device.canonicalize(device)
+        dev = _device(device, "empty")
         return Tensor(view_of(new_buffer(dev, prod(shape), dt), shape), device=dev)
 
     @staticmethod
@@ -240,7 +274,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange: step must not be zero")
-        dt = tensor_dtype(dtype, "arange") if dtype is not None else dtypes.from_py([start, stop, step])
+        dt = tensor_dtype(dtype, "arange") if dtype is not None else _py_dtype([start, stop, step], "arange")
         return Tensor(np.arange(start, stop, step).astype(np_dtype(dt)), dt, device)
 
     # *** realizing and reading ***
@@ -281,7 +315,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
 
     def to(self, device: str) -> Tensor:
         """A copy of this tensor on `device` (self when it is there already)."""
-        device = Device.canonicalize(device)
+        device = _device(device, "to")
         if device == self.device:
             return self
         return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device), device=device)
@@ -312,7 +346,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         [10.0, 20.0]
         """
         if not isinstance(x, Tensor):
-            x = Tensor(x, dtype=self.dtype, device=self.device)
+            try:
+                x = Tensor(x, dtype=self.dtype, device=self.device)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise type(e)(f"assign: {str(e).removeprefix('Tensor: ')}") from None
         if x.device != self.device:
             raise RuntimeError(f"assign: the value is on {x.device}, the tensor on {self.device}")
         if x.shape != self.shape:
@@ -350,6 +387,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
 
     def _operands(self, op: str, *others: Any, dtype: DType | None = None) -> list[Tensor]:
         """self and `others` (tensors or Python scalars) promoted to one dtype and broadcast to one shape."""
+        # numpy scalars are Python scalars here (weak, as in torch)
+        others = tuple(o.item() if isinstance(o, np.generic) else o for o in others)
         for o in others:
             if isinstance(o, Tensor):
                 if o.device != self.device:
@@ -384,6 +423,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
     def _axes(self, axis: int | Sequence[int] | None, op: str) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
+        if not isinstance(axis, (int, Sequence)):
+            raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         out = []
         for a in axes:
