@@ -9,7 +9,7 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
 
 1. relu    fused `relu(a*b+c)` over 2^24 elements (zeptograd: `(a*b+c).maximum(0)`, one kernel).
 2. sum     full reduction of 2^24 elements.
-3. softmax row softmax of a 4096x4096 matrix. zeptograd: max, exp2 of `(x-max)*log2(e)`, sum, divide;
+3. softmax row softmax of a 4096x4096 matrix. zeptograd: `Tensor.softmax` (max, exp of x-max, sum, divide);
            numpy: the same with `np.exp`; torch: `torch.softmax`.
 4. matmul  square `a @ b` for n = 256, 512, 1024, 2048; the notes give GFLOP/s (2*n^3 flops a run).
 5. overhead per-op overhead: `x = (x + 1).realize()` on a (4,) tensor, many steps in a row; the time is per
@@ -80,7 +80,6 @@ except ImportError:
 
 LIBS = ("zeptograd", "numpy", "torch")
 BENCHMARKS = ("relu", "sum", "softmax", "matmul", "overhead", "compile")
-LOG2E = math.log2(math.e)
 SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
 BUSY_WARN_CPUS = 0.25  # a row during which other processes kept this many cpus busy is marked NOISY
 MIN_WIDTHS = (38, 10, 10, 10, 7, 8)  # table columns before the notes, so progress lines line up with the table
@@ -216,8 +215,7 @@ def bench_softmax(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     x = rng.standard_normal((n, n), dtype=np.float32) * 4
 
     def zg_softmax(t: Any) -> Any:
-        e = ((t - t.max(axis=1, keepdim=True)) * LOG2E).exp2()
-        return (e / e.sum(axis=1, keepdim=True)).realize()
+        return t.softmax(axis=1).realize()
 
     def np_softmax(v: np.ndarray) -> np.ndarray:
         e = np.exp(v - v.max(axis=1, keepdims=True))
