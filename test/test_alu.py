@@ -20,6 +20,7 @@ NP_BINARY = {
     Ops.ADD: np.add,
     Ops.SUB: np.subtract,
     Ops.MUL: np.multiply,
+    Ops.FDIV: np.divide,
     Ops.IDIV: np.floor_divide,
     Ops.MOD: np.mod,
     Ops.MAX: np.maximum,
@@ -38,7 +39,7 @@ def int_samples(dt: DType) -> list[int]:
 
 
 @pytest.mark.parametrize("dt", INT_DTYPES)
-@pytest.mark.parametrize("op", list(NP_BINARY))
+@pytest.mark.parametrize("op", [op for op in NP_BINARY if op is not Ops.FDIV])
 def test_int_binary_ops_match_numpy(dt: DType, op: Ops):
     out_dt = dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else dt
     for a, b in itertools.product(int_samples(dt), repeat=2):
@@ -52,7 +53,7 @@ def test_int_binary_ops_match_numpy(dt: DType, op: Ops):
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES)
-@pytest.mark.parametrize("op", [Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ])
+@pytest.mark.parametrize("op", [Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ])
 def test_float_binary_ops_match_numpy(dt: DType, op: Ops):
     samples = [0.0, -0.0, 1.0, -2.5, 3.0e4, 1e-3, 65504.0, math.inf, -math.inf, math.nan]
     samples = [float(np.array(s, NP[dt])) for s in samples]
@@ -109,5 +110,6 @@ def test_shifts_and_where():
 def test_undefined_and_bad_ops():
     assert exec_alu(Ops.SQRT, dtypes.int32, (4,)) is None
     assert exec_alu(Ops.IDIV, dtypes.float32, (1.0, 2.0)) is None
+    assert exec_alu(Ops.FDIV, dtypes.int32, (1, 2)) is None
     with pytest.raises(ValueError, match="not an ALU op"):
         exec_alu(Ops.LOAD, dtypes.int32, (1,))

@@ -519,6 +519,23 @@ def test_integer_division_by_zero_does_not_crash_the_process():
     assert proc.stdout.strip() == "[0, 0, -2147483648] [0, 0, 0] [0, 0, 0] [-9223372036854775808, 0] [0, 0]"
 
 
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16, dtypes.float64])
+def test_true_division_is_correctly_rounded(dtype: DType, device: str):
+    """`/` is IEEE division (the FDIV op), not x * (1/y): -6/7 and friends round once, in every float dtype."""
+    rng = np.random.default_rng(7)
+    n = 64 if device == "PYTHON" else 4096
+    np_dt = np.float64 if dtype is dtypes.float64 else NP[dtype]
+    a = np.concatenate([[-6.0, 1.0, 0.0, -0.0, np.inf, 1.0], rng.standard_normal(n - 6)]).astype(np_dt)
+    b = np.concatenate([[7.0, 3.0, 0.0, 5.0, 2.0, -0.0], rng.standard_normal(n - 6)]).astype(np_dt)
+    with np.errstate(all="ignore"):
+        want = a / b
+    got = (Tensor(a, device=device) / Tensor(b, device=device)).numpy()
+    assert got.dtype == np_dt
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+
+
 def test_division_dtypes_and_reflected():
     t = Tensor([7, -7])
     assert (t // 2).dtype == dtypes.int32 and (t // 2.0).dtype == dtypes.float32

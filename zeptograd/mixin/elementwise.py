@@ -206,8 +206,8 @@ class ElementwiseMixin:
         return self._binary(Ops.MUL, x, "mul", reverse)
 
     def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
-        """self / x. True division by default (integers divide as float32; float32 and float16 quotients are
-        correctly rounded, float64 ones are self * (1/x)); `rounding_mode="trunc"` rounds the
+        """self / x. True division by default (integers divide as float32; the quotient is correctly rounded, as
+        IEEE division is); `rounding_mode="trunc"` rounds the
         quotient toward zero (C's integer division), `"floor"` rounds it down (Python's `//`). Integer division
         by zero gives 0 with a rounding mode; float division by zero gives inf or nan, as in numpy.
 
@@ -222,12 +222,7 @@ class ElementwiseMixin:
         if rounding_mode == "trunc":
             return a._truncdiv(b)
         a, b = a._float(), b._float()
-        if a.dtype is dtypes.float64:
-            return a * b.reciprocal()
-        # float32 and float16 divide in float64 and round once: correctly rounded, as PyTorch's division (a
-        # quotient of two float32s is never exactly halfway between two float32s, and float64 is close enough)
-        w = dtypes.float64
-        return (a.cast(w) * b.cast(w).reciprocal()).cast(a.dtype)
+        return a._alu(Ops.FDIV, b)  # IEEE division: correctly rounded, as in PyTorch
 
     def _int_guard(self, b: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """The divisor `b` made safe for IDIV/MOD in C: 0 (a trap) becomes 1, and for 64-bit ints so does -1

@@ -54,6 +54,7 @@ _INFIX = {
     Ops.ADD: "+",
     Ops.SUB: "-",
     Ops.MUL: "*",
+    Ops.FDIV: "/",
     Ops.CMPLT: "<",
     Ops.CMPNE: "!=",
     Ops.CMPEQ: "==",

@@ -69,6 +69,15 @@ def _reciprocal(a: float) -> float:
     return 1.0 / a
 
 
+def _fdiv(a: float, b: float) -> float:
+    # IEEE division (Python raises on a zero divisor): x/0 is inf with the sign of x times the sign of 0
+    if b == 0:
+        if a == 0 or math.isnan(a):
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
 def _trunc(a: Any) -> Any:
     if isinstance(a, float):
         # C's trunc keeps the sign of zero: trunc(-0.5) is -0.0
@@ -94,6 +103,7 @@ python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.SUB: lambda a, b: a - b,
     Ops.MUL: lambda a, b: a * b,
     Ops.IDIV: _idiv,
+    Ops.FDIV: _fdiv,
     Ops.MOD: _mod,
     Ops.MAX: _max,
     Ops.CMPLT: lambda a, b: a < b,
@@ -108,7 +118,7 @@ python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.MULACC: lambda a, b, c: a * b + c,
 }
 
-_FLOAT_ONLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL}
+_FLOAT_ONLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV}
 _INT_ONLY = {Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.AND, Ops.OR, Ops.XOR}
 
 

@@ -82,6 +82,7 @@ class Ops(Enum):
     SUB = auto()
     MUL = auto()
     IDIV = auto()
+    FDIV = auto()
     MOD = auto()
     MAX = auto()
     CMPLT = auto()
@@ -110,7 +111,7 @@ class GroupOp:
 
     Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC})
     Binary = frozenset(
-        {Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
+        {Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.FDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
         | {Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
     )
     Ternary = frozenset({Ops.WHERE, Ops.MULACC})
@@ -119,7 +120,7 @@ class GroupOp:
     Associative = frozenset({Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX})
     Idempotent = frozenset({Ops.AND, Ops.OR, Ops.MAX})  # x op x -> x
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
-    FloatOnly = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL})
+    FloatOnly = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV})
     IntOnly = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
     Bitwise = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
     Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})

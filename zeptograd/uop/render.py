@@ -32,6 +32,7 @@ _INFIX: dict[Ops, tuple[str, int]] = {
     Ops.SUB: ("-", 6),
     Ops.MUL: ("*", 7),
     Ops.IDIV: ("//", 7),
+    Ops.FDIV: ("/", 7),
     Ops.MOD: ("%", 7),
 }
 _ATOM = 10
