@@ -16,7 +16,7 @@ import numpy as np
 
 from zeptograd.dtype import DType, category, dtypes, least_upper_dtype, result_type
 from zeptograd.engine.realize import live_tensors, realize
-from zeptograd.mixin.args import Scalar, shape_arg, tensor_dtype
+from zeptograd.mixin.args import Scalar, axis_arg, shape_arg, tensor_dtype
 from zeptograd.mixin.creation import CreationMixin
 from zeptograd.mixin.elementwise import ElementwiseMixin
 from zeptograd.mixin.functional import FunctionalMixin
@@ -44,6 +44,15 @@ def _py_dtype(value: Any, op: str) -> DType:
         return dtypes.from_py(value)
     except TypeError as e:
         raise TypeError(f"{op}: {e}") from None
+
+
+def _scalar_dtype(value: Any, dtype: DType | str | None, op: str) -> DType:
+    """The dtype of a tensor made from the Python scalar `value`: `dtype`, else the value's default dtype;
+    an int must fit in it (see _fit_ints)."""
+    dt = tensor_dtype(dtype, op) if dtype is not None else _py_dtype(value, op)
+    if isinstance(value, int) and not isinstance(value, bool):
+        dt = _fit_ints(dt, value, value, dtype is not None, op)
+    return dt
 
 
 def _fit_ints(dt: DType, lo: int, hi: int, explicit: bool, op: str) -> DType:
@@ -107,10 +116,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         if isinstance(data, UOp):
             uop = data if dt is None or data.dtype is dt else data.cast(dt)
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
-            const_dt = dt or dtypes.from_py(data)
-            if isinstance(data, int) and not isinstance(data, bool):
-                const_dt = _fit_ints(const_dt, data, data, dt is not None, "Tensor")
-            uop = UOp.const(const_dt, data)
+            uop = UOp.const(_scalar_dtype(data, dt, "Tensor"), data)
         elif isinstance(data, (list, tuple, range, np.ndarray, np.generic)):
             if isinstance(data, (np.ndarray, np.generic)):
                 arr = np.asarray(data)
@@ -124,10 +130,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
                 except OverflowError:
                     raise RuntimeError("Tensor: an int in the data does not fit in 64 bits") from None
                 # Python values get the default dtypes; numpy scalars and tensors inside keep theirs, as in torch
-                try:
-                    dt = dt or (dtypes.from_py(items) if pure else _from_numpy_dtype(arr.dtype))
-                except TypeError as e:
-                    raise TypeError(str(e) if str(e).startswith("Tensor:") else f"Tensor: {e}") from None
+                dt = dt or (_py_dtype(items, "Tensor") if pure else _from_numpy_dtype(arr.dtype))
                 if pure and arr.size and arr.dtype.kind in "iuO":
                     dt = _fit_ints(dt, int(arr.min()), int(arr.max()), dtype is not None, "Tensor")
             arr = arr.astype(np_dtype(dt), copy=False)
@@ -224,9 +227,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         shape = shape_arg((shape,) if isinstance(shape, int) else tuple(shape), _op)
         if any(s < 0 for s in shape):
             raise ValueError(f"{_op}: negative size in shape {shape}")
-        dt = tensor_dtype(dtype, _op) if dtype is not None else _py_dtype(fill_value, _op)
-        if isinstance(fill_value, int) and not isinstance(fill_value, bool):
-            dt = _fit_ints(dt, fill_value, fill_value, dtype is not None, _op)
+        dt = _scalar_dtype(fill_value, dtype, _op)
         return Tensor(UOp.const(dt, fill_value), device=_device(device, _op))._broadcast_to(shape)
 
     @staticmethod
@@ -423,9 +424,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
     def _axes(self, axis: int | Sequence[int] | None, op: str) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
-        if not isinstance(axis, (int, Sequence)):
-            raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = (axis,) if isinstance(axis_arg(axis, op), int) else tuple(axis)
         out = []
         for a in axes:
             if not isinstance(a, int) or isinstance(a, bool):

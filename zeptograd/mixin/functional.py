@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
-from zeptograd.mixin.args import axis_arg, tensor_dtype
+from zeptograd.mixin.args import tensor_dtype
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -294,7 +294,7 @@ class FunctionalMixin:
             raise ValueError(f"normalize: p must be a positive number or inf, got {p!r}")
         out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
         x = self.cast(_compute_dtype(self.dtype))
-        axes = x._axes(axis_arg(dim, "normalize"), "normalize")
+        axes = x._axes(dim, "normalize")
         mag = x.maximum(-x)
         if p == math.inf:
             norm = mag.max(axis=axes, keepdim=True) if x.numel() else mag.sum(axis=axes, keepdim=True)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
-from zeptograd.mixin.args import Scalar, axis_arg, shape_arg
+from zeptograd.mixin.args import Scalar, shape_arg
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -303,7 +303,7 @@ class MovementMixin:
             if dims is None:
                 raise TypeError("flip: the axes to flip are missing (axis or dims)")
             axis = dims
-        axes = self._axes((axis, *args) if args else axis_arg(axis, "flip"), "flip")
+        axes = self._axes((axis, *args) if args else axis, "flip")
         if not axes:
             return self
         return self._new(UOp(Ops.FLIP, self.dtype, (self.uop,), tuple(i in axes for i in range(self.ndim))))
