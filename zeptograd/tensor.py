@@ -424,7 +424,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
     def _axes(self, axis: int | Sequence[int] | None, op: str) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
-        axes = (axis,) if isinstance(axis_arg(axis, op), int) else tuple(axis)
+        axis = axis_arg(axis, op)
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
         out = []
         for a in axes:
             if not isinstance(a, int) or isinstance(a, bool):
