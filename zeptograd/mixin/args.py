@@ -10,7 +10,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from zeptograd.dtype import ConstType, DType, to_dtype
+from zeptograd.dtype import ConstType, DType, dtypes, to_dtype
 
 Scalar = ConstType
 
@@ -34,6 +34,12 @@ def axis_arg(axis: Any, op: str) -> Any:
     if axis is None or isinstance(axis, int) or (isinstance(axis, Sequence) and not isinstance(axis, str)):
         return axis
     raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
+
+
+def compute_dtype(dt: DType) -> DType:
+    """The dtype float math computes in: float64 for float64, float32 for everything else (ints, bool and the
+    16-bit floats round once, at the end)."""
+    return dtypes.float64 if dt is dtypes.float64 else dtypes.float32
 
 
 def tensor_dtype(dtype: DType | str, op: str) -> DType:

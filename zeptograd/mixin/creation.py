@@ -17,8 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zeptograd.dtype import DType, dtypes
-from zeptograd.mixin.args import Scalar, shape_arg, tensor_dtype
-from zeptograd.uop.ops import Ops
+from zeptograd.mixin.args import Scalar, compute_dtype, shape_arg, tensor_dtype
 from zeptograd.uop.shape import prod
 
 if TYPE_CHECKING:
@@ -254,10 +253,8 @@ class CreationMixin:
         x0, x1 = x0 + ks[0], x1 + ks[1]
         for r in range(20):
             x0 = x0 + x1
-            x1 = x1._binary(Ops.SHL, _ROTATIONS[r % 8], "threefry")._binary(
-                Ops.OR, x1._binary(Ops.SHR, 32 - _ROTATIONS[r % 8], "threefry"), "threefry"
-            )
-            x1 = x1._binary(Ops.XOR, x0, "threefry")
+            rot = _ROTATIONS[r % 8]
+            x1 = ((x1 << rot) | (x1 >> (32 - rot))) ^ x0
             if r % 4 == 3:  # inject the key every 4 rounds, with the injection count
                 s = r // 4 + 1
                 x0, x1 = x0 + ks[s % 3], x1 + ((ks[(s + 1) % 3] + s) & _U32)
@@ -291,8 +288,8 @@ class CreationMixin:
     def _unit_float(bits: Tensor, dt: DType) -> Tensor:
         """The top bits of uint32 `bits` as a float of `dt` in [0, 1): k * 2**-m for the dtype's mantissa width."""
         m = _MANTISSA[dt]
-        calc = dtypes.float64 if dt is dtypes.float64 else dtypes.float32
-        top = bits if m == 32 else bits._binary(Ops.SHR, 32 - m, "rand")
+        calc = compute_dtype(dt)
+        top = bits if m == 32 else bits >> (32 - m)
         return (top.cast(calc) * 2.0**-m).cast(dt)
 
     @classmethod
@@ -316,7 +313,7 @@ class CreationMixin:
         """
         sizes = _sizes(shape, "randn")
         dt = _float_dtype(dtype, "randn")
-        calc = dtypes.float64 if dt is dtypes.float64 else dtypes.float32
+        calc = compute_dtype(dt)
         w0, w1 = cls._random_bits(sizes, device)
         # 1 - u lies in (0, 1]: the log is finite, the radius at most sqrt(2 * 23 * ln 2) in float32
         radius = ((1 - cls._unit_float(w0, calc)).log() * -2).sqrt()
@@ -346,7 +343,7 @@ class CreationMixin:
             raise ValueError(f"randint: the range [{low}, {high}) is wider than 2**32")
         # multiply-shift maps a 32-bit word onto [0, high - low) (the bias is (high - low) / 2**32 at most)
         bits = cls._random_bits(sizes, device)[0].cast(dtypes.uint64) * (high - low)
-        offset = bits._binary(Ops.SHR, 32, "randint").cast(dtypes.int64)
+        offset = (bits >> 32).cast(dtypes.int64)
         return (offset + low).cast(dt)
 
     @classmethod
@@ -365,7 +362,7 @@ class CreationMixin:
         True
         """
         dt = _float_dtype(dtype, "uniform")
-        calc = dtypes.float64 if dt is dtypes.float64 else dtypes.float32
+        calc = compute_dtype(dt)
         return (cls.rand(_sizes(shape, "uniform"), dtype=calc, device=device) * (high - low) + low).cast(dt)
 
     @classmethod
@@ -383,7 +380,7 @@ class CreationMixin:
         (2, 2)
         """
         dt = _float_dtype(dtype, "normal")
-        calc = dtypes.float64 if dt is dtypes.float64 else dtypes.float32
+        calc = compute_dtype(dt)
         return (cls.randn(_sizes(shape, "normal"), dtype=calc, device=device) * std + mean).cast(dt)
 
     def dropout(self, p: float = 0.5) -> Tensor:

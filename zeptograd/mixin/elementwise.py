@@ -42,7 +42,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, category, dtypes, result_type
-from zeptograd.mixin.args import tensor_dtype
+from zeptograd.mixin.args import compute_dtype, tensor_dtype
 from zeptograd.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -96,11 +96,6 @@ _BITS = {dtypes.float16: dtypes.int16, dtypes.float32: dtypes.int32, dtypes.floa
 _ROUNDING_MODES = (None, "trunc", "floor")
 
 
-def _compute_dtype(dt: DType) -> DType:
-    """The dtype float math computes in: float64 for float64, float32 for everything else."""
-    return dtypes.float64 if dt is dtypes.float64 else dtypes.float32
-
-
 def _number(value: Any, op: str, what: str, nonzero: bool = False) -> float:
     """A real-number parameter of an activation (alpha, beta, a slope...), checked at the public call."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -117,7 +112,7 @@ def _float_math(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     @functools.wraps(fn)
     def wrapper(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         out = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
-        return fn(self.cast(_compute_dtype(self.dtype)), *args, **kwargs).cast(out)
+        return fn(self.cast(compute_dtype(self.dtype)), *args, **kwargs).cast(out)
 
     return wrapper
 
@@ -244,19 +239,15 @@ class ElementwiseMixin:
         safe, zero, _ = self._int_guard(b)
         return zero.where(self._const(0), self._alu(Ops.MOD, safe))
 
-    def _check_divisible(self, name: str) -> None:
-        if dtypes.is_bool(self.dtype):
-            raise TypeError(f"{name}: not supported for tensors of dtype {self.dtype!r}")
-
     def _floordiv(self, b: Tensor, name: str) -> Tensor:
         """floor(self / b) for operands of one dtype, as Python and numpy compute it."""
-        self._check_divisible(name)
+        self._check_dtype(name, bools=False)
         if not dtypes.is_float(self.dtype):
             return self._int_floordiv(b)
         # numpy's and Python's algorithm, step by step in the dtype numpy computes in (float32 for float16), so
         # that the roundings are the same: mod = fmod(a, b) (exact), div = (a - mod) / b, one down if mod and b
         # differ in sign, then div rounded to the nearest integer (it is one, up to the rounding of the division)
-        w, ct = dtypes.float64, _compute_dtype(self.dtype)
+        w, ct = dtypes.float64, compute_dtype(self.dtype)
         bw = b.cast(w)
         mod = self.cast(w)._fmod_wide(bw, self.dtype).cast(ct)
         a, b = self.cast(ct), b.cast(ct)
@@ -271,13 +262,13 @@ class ElementwiseMixin:
     def _truncdiv(self, b: Tensor) -> Tensor:
         """trunc(self / b): C's integer division; for floats the quotient rounded to the dtype, then truncated
         (PyTorch's rounding_mode="trunc")."""
-        self._check_divisible("div")
+        self._check_dtype("div", bools=False)
         dt = self.dtype
         if not dtypes.is_float(dt):
             q = self._int_floordiv(b)
             r = self._int_mod(b)
             return ((r != 0) & ((self < 0) != (b < 0))).where(q + 1, q)
-        w, ct = dtypes.float64, _compute_dtype(dt)
+        w, ct = dtypes.float64, compute_dtype(dt)
         q = (self.cast(w) * b.cast(w).reciprocal()).cast(ct)
         return q.trunc().cast(dt)
 
@@ -317,7 +308,7 @@ class ElementwiseMixin:
         ([-1, 1], [-1.5, 1.5])
         """
         a, b = self._operands("fmod", x)
-        a._check_divisible("fmod")
+        a._check_dtype("fmod", bools=False)
         if not dtypes.is_float(a.dtype):
             r = a._int_mod(b)
             return ((r != 0) & ((r < 0) != (a < 0))).where(r - b, r)
@@ -332,7 +323,7 @@ class ElementwiseMixin:
         ([2, 1], [-1.5, -0.5])
         """
         a, b = self._pair(x, "mod", reverse)
-        a._check_divisible("mod")
+        a._check_dtype("mod", bools=False)
         if not dtypes.is_float(a.dtype):
             return a._int_mod(b)
         w = dtypes.float64
@@ -391,8 +382,7 @@ class ElementwiseMixin:
         """
         base, e = self._pair(x, "pow", reverse)
         dt = base.dtype
-        if dtypes.is_bool(dt):
-            raise TypeError(f"pow: not supported for tensors of dtype {dt!r}")
+        base._check_dtype("pow", bools=False)
         scalar = None if reverse or isinstance(x, type(self)) else x
         if not dtypes.is_float(dt):
             if isinstance(scalar, int) and not isinstance(scalar, bool):
@@ -630,8 +620,7 @@ class ElementwiseMixin:
 
     def _shift(self, x: Any, name: str, reverse: bool, left: bool) -> Tensor:
         a, b = self._pair(x, name, reverse)
-        if not dtypes.is_int(a.dtype):
-            raise TypeError(f"{name}: not supported for tensors of dtype {a.dtype!r}")
+        a._check_dtype(name, floats=False, bools=False)
         width = 8 * a.dtype.itemsize
         # C leaves shifts by a negative amount or by the width or more undefined; numpy's and PyTorch's answer
         # is 0 for left shifts and unsigned right shifts, all sign bits (a shift by width-1) for signed ones
@@ -825,18 +814,14 @@ class ElementwiseMixin:
         """
         return self._alu(Ops.SQRT)._alu(Ops.RECIPROCAL)
 
+    @_float_math
     def sin(self) -> Tensor:
         """The sine (exact argument reduction: accurate for any |self|).
 
         >>> Tensor([0.0]).sin().tolist()
         [0.0]
         """
-        return self._float_unary(Ops.SIN)
-
-    def _float_unary(self, op: Ops) -> Tensor:
-        """An ALU op that computes in float32 for float16 (one rounding at the end), like the composed ops."""
-        out = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
-        return self.cast(_compute_dtype(self.dtype))._alu(op).cast(out)
+        return self._alu(Ops.SIN)
 
     def reciprocal(self) -> Tensor:
         """1 / self.
@@ -1334,7 +1319,7 @@ class ElementwiseMixin:
         """
         a, b = self._operands("logaddexp", x)
         out = a.dtype if dtypes.is_float(a.dtype) else dtypes.default_float
-        ct = _compute_dtype(a.dtype)
+        ct = compute_dtype(a.dtype)
         a, b = a.cast(ct), b.cast(ct)
         m = a.maximum(b)
         ret = m + (-(a - b).abs())._exp()._log1p()

@@ -14,17 +14,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
-from zeptograd.mixin.args import tensor_dtype
+from zeptograd.mixin.args import compute_dtype, tensor_dtype
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
 
 _INTERPOLATE_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 1, "bilinear": 2, "trilinear": 3}
-
-
-def _compute_dtype(dt: DType) -> DType:
-    """The dtype a float op computes in: float32 for integers, bool and the 16-bit floats."""
-    return dt if dt in (dtypes.float32, dtypes.float64) else dtypes.float32
 
 
 def _shapes(operands: Sequence[Any]) -> str:
@@ -177,7 +172,7 @@ class FunctionalMixin:
                     raise ValueError(
                         f"{where}: subscript {c!r} repeats in operand {k} over sizes {t.shape[i]} != {t.shape[j]}"
                     )
-                t, ls = t._diagonal_last(i, j), [lc for n, lc in enumerate(ls) if n not in (i, j)] + [c]
+                t, ls = t.diagonal(0, i, j), [lc for n, lc in enumerate(ls) if n not in (i, j)] + [c]
             terms.append((t, ls))
         sizes: dict[str, int] = {}
         for k, (t, ls) in enumerate(terms):
@@ -210,18 +205,6 @@ class FunctionalMixin:
         t = self.permute(perm) if perm else self
         return t.reshape(tuple(self.shape[labels.index(c)] if c in labels else 1 for c in order))
 
-    def _diagonal_last(self, i: int, j: int) -> Tensor:
-        """The diagonal of axes i and j (of one size n) as the last axis: the other axes keep their order.
-        Flat, the (n, n) block's element (k, k) sits at k * (n + 1): padding it to n * (n + 1) and viewing
-        it as (n, n + 1) puts the diagonal in column 0."""
-        rest = [a for a in range(self.ndim) if a not in (i, j)]
-        n = self.shape[i]
-        batch = tuple(self.shape[a] for a in rest)
-        flat = self.permute(*rest, i, j).reshape(*batch, n * n)
-        flat = flat.pad(((0, 0),) * len(batch) + ((0, n),))
-        cols = flat.reshape(*batch, n, n + 1)
-        return cols.shrink((*((0, s) for s in batch), (0, n), (0, 1))).reshape(*batch, n)
-
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """`self @ weight + bias`, with tinygrad's layout: `weight` is (in_features, out_features); a 1-D
         weight multiplies elementwise.
@@ -244,7 +227,7 @@ class FunctionalMixin:
         """x - max(x) and the sum of its exp over `axis`, in float32 for 16-bit floats, and the output dtype."""
         x = self.cast(tensor_dtype(dtype, name)) if dtype is not None else self
         out_dt = x.dtype if dtypes.is_float(x.dtype) else dtypes.default_float
-        x = x.cast(_compute_dtype(x.dtype))
+        x = x.cast(compute_dtype(x.dtype))
         if not isinstance(axis, int) or isinstance(axis, bool):
             raise TypeError(f"{name}: axis must be an int, got {axis!r}")
         axes = x._axes(axis, name)
@@ -293,9 +276,9 @@ class FunctionalMixin:
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not p > 0:
             raise ValueError(f"normalize: p must be a positive number or inf, got {p!r}")
         out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
-        x = self.cast(_compute_dtype(self.dtype))
+        x = self.cast(compute_dtype(self.dtype))
         axes = x._axes(dim, "normalize")
-        mag = x.maximum(-x)
+        mag = x.abs()
         if p == math.inf:
             norm = mag.max(axis=axes, keepdim=True) if x.numel() else mag.sum(axis=axes, keepdim=True)
         elif p == 2:
@@ -338,7 +321,7 @@ class FunctionalMixin:
         if any(s <= 0 for s in size) or any(s <= 0 for s in spatial):
             raise ValueError(f"interpolate: sizes must be positive, got input shape {self.shape} and size {size}")
         linear = _INTERPOLATE_MODES[mode] > 0
-        x = self.cast(_compute_dtype(self.dtype)) if linear else self
+        x = self.cast(compute_dtype(self.dtype)) if linear else self
         for axis in range(self.ndim - len(size), self.ndim):
             n_in, n_out = self.shape[axis], size[axis - self.ndim + len(size)]
             if n_in == n_out:

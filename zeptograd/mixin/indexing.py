@@ -435,7 +435,13 @@ class IndexingMixin:
                 f"{op}: the index has {index.ndim} dimensions (shape {index.shape}), the tensor {self.ndim} "
                 f"(shape {self.shape}); they must match"
             )
-        return dim % nd, _index_dtype(index, op)
+        dim %= nd
+        for d in range(self.ndim):
+            if d != dim and index.shape[d] > self.shape[d]:
+                raise RuntimeError(
+                    f"{op}: the index of shape {index.shape} is larger than the tensor of shape {self.shape} on dim {d}"
+                )
+        return dim, _index_dtype(index, op)
 
     def _scatter_hits(self, dim: int, index: Tensor) -> Tensor:
         """eq[..., i, p, ...] = (index[..., i, ...] == p), with p (a position on `dim` of self) right after
@@ -457,11 +463,6 @@ class IndexingMixin:
             self._gather_args(dim, index, "gather")
             return self.reshape(1).gather(0, index.reshape(1)).reshape(())
         dim, idx = self._gather_args(dim, index, "gather")
-        for d in range(self.ndim):
-            if d != dim and idx.shape[d] > self.shape[d]:
-                raise RuntimeError(
-                    f"gather: the index of shape {idx.shape} is larger than the tensor of shape {self.shape} on dim {d}"
-                )
         x = self.shrink(tuple(None if d == dim else (0, idx.shape[d]) for d in range(self.ndim)))
         x = x.reshape(*x.shape[:dim], 1, *x.shape[dim:])
         return self._scatter_hits(dim, idx).where(x, 0).sum(dim + 1).cast(self.dtype)
@@ -484,11 +485,6 @@ class IndexingMixin:
         if self.ndim == 0:
             raise IndexError(f"{op}: cannot scatter into a 0-d tensor")
         dim, idx = self._gather_args(dim, index, op)
-        for d in range(self.ndim):
-            if d != dim and idx.shape[d] > self.shape[d]:
-                raise RuntimeError(
-                    f"{op}: the index of shape {idx.shape} is larger than the tensor of shape {self.shape} on dim {d}"
-                )
         return dim, idx, self._scatter_hits(dim, idx), self._scatter_src(dim, idx, src, op)
 
     def _pad_to_self(self, dim: int, t: Tensor, value: Any = 0) -> Tensor:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes
-from zeptograd.mixin.args import axis_arg, tensor_dtype
+from zeptograd.mixin.args import axis_arg, compute_dtype, tensor_dtype
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -95,16 +95,6 @@ class ReduceMixin:
 
     def _count(self, axis: Any, op: str) -> int:
         return prod(self.shape[a] for a in self._axes(axis, op))
-
-    def _moved_last(self, ax: int) -> Tensor:
-        """Axis `ax` moved to the end (its own inverse when moved back with _moved_back)."""
-        order = [i for i in range(self.ndim) if i != ax] + [ax]
-        return self.permute(order)
-
-    def _moved_back(self, ax: int) -> Tensor:
-        order = list(range(self.ndim - 1))
-        order.insert(ax, self.ndim - 1)
-        return self.permute(order)
 
     def _pad_last(self, before: int, after: int, value: Any) -> Tensor:
         return self.pad(((0, 0),) * (self.ndim - 1) + ((before, after),), value=value)
@@ -269,8 +259,7 @@ class ReduceMixin:
         """This tensor in the dtype statistics compute in (float32 for ints, bool and float16), and the dtype
         the result is returned in (float32 for ints and bool)."""
         out = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
-        acc = dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out
-        return self.cast(acc), out
+        return self.cast(compute_dtype(out)), out
 
     def mean(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
         """The mean over `axis` (all axes when None). Integers and bool give float32; float16 sums and divides
@@ -391,7 +380,7 @@ class ReduceMixin:
         ax = self._one_axis(axis, name)
         if ax is None or self.shape[ax] <= 1:
             return self
-        return self._moved_last(ax)._scan_last(op, name)._moved_back(ax)
+        return self.movedim(ax, -1)._scan_last(op, name).movedim(-1, ax)
 
     def _scan_last(self, op: Ops, name: str) -> Tensor:
         """The scan along the last axis. Up to SCAN_BLOCK elements it reduces a window per output (O(n**2)
@@ -486,7 +475,7 @@ class ReduceMixin:
         x, out = self._float_acc()
         if ax is None or self.shape[ax] == 0:
             return x.cast(out)
-        return x._moved_last(ax)._logcumsumexp_last()._moved_back(ax).cast(out)
+        return x.movedim(ax, -1)._logcumsumexp_last().movedim(-1, ax).cast(out)
 
     def _logcumsumexp_last(self) -> Tensor:
         n = self.shape[-1]
@@ -527,7 +516,7 @@ class ReduceMixin:
         if ax is None:
             return self, self.zeros((), dtype=dtypes.int32, device=self.device)
         n = self.shape[ax]
-        x = self._moved_last(ax)
+        x = self.movedim(ax, -1)
         if n <= 1:
             return self, self.zeros(self.shape, dtype=dtypes.int32, device=self.device)
         size = 1 << (n - 1).bit_length()
@@ -564,7 +553,7 @@ class ReduceMixin:
             nan = (indices < 0) | (indices >= size)
             values = nan.where(math.nan, values)
             indices = nan.where(indices + (size if descending else -size), indices)
-        return values.cast(self.dtype)._moved_back(ax), indices.cast(dtypes.int32)._moved_back(ax)
+        return values.cast(self.dtype).movedim(-1, ax), indices.cast(dtypes.int32).movedim(-1, ax)
 
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
         """The int32 indices that sort the tensor along `dim` (stable; NaN last in ascending order).
