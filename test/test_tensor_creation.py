@@ -370,8 +370,8 @@ def test_dropout_is_a_no_op_unless_training():
 
 
 @pytest.mark.no_roundtrip
-def test_dropout_in_training(monkeypatch):
-    monkeypatch.setattr(Tensor, "training", True)
+@Tensor.train()
+def test_dropout_in_training():
     Tensor.manual_seed(5)
     x = Tensor.full((200, 100), 3.0)
     y = x.dropout(0.25).numpy()
@@ -384,8 +384,8 @@ def test_dropout_in_training(monkeypatch):
 
 @RANDOM
 @pytest.mark.parametrize("device", DEVICES)
-def test_dropout_dtypes_and_devices(monkeypatch, device):
-    monkeypatch.setattr(Tensor, "training", True)
+@Tensor.train()
+def test_dropout_dtypes_and_devices(device):
     Tensor.manual_seed(6)
     h = Tensor(np.arange(1, 17, dtype=np.float16), device=device).dropout(0.5)
     assert h.dtype is dtypes.float16 and h.device == device

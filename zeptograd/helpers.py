@@ -70,6 +70,7 @@ def Context(**flags: int) -> Iterator[None]:
 DEBUG = ContextVar("DEBUG", 0)
 TRACK_REWRITES = ContextVar("TRACK_REWRITES", 0)
 SPEC = ContextVar("SPEC", 0)  # 1: check every new UOp against the stage-independent spec as it is built
+TRAINING = ContextVar("TRAINING", 0)  # 1: dropout drops and BatchNorm uses batch statistics (Tensor.training)
 
 
 class GlobalCounters:

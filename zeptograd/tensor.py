@@ -9,6 +9,7 @@ Names, signatures and dtype rules follow tinygrad's public Tensor API (which is 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,12 +17,15 @@ import numpy as np
 
 from zeptograd.dtype import DType, category, dtypes, least_upper_dtype, result_type
 from zeptograd.engine.realize import live_tensors, realize
+from zeptograd.gradient import compute_gradient
+from zeptograd.helpers import TRAINING
 from zeptograd.mixin.args import Scalar, axis_arg, shape_arg, tensor_dtype
 from zeptograd.mixin.creation import CreationMixin
 from zeptograd.mixin.elementwise import ElementwiseMixin
 from zeptograd.mixin.functional import FunctionalMixin
 from zeptograd.mixin.indexing import IndexingMixin
 from zeptograd.mixin.movement import MovementMixin
+from zeptograd.mixin.nn import NNMixin
 from zeptograd.mixin.reduce import ReduceMixin
 from zeptograd.runtime.buffer import buffer_for, np_dtype
 from zeptograd.runtime.device import Device
@@ -100,14 +104,59 @@ def _promote(operands: Sequence[Any]) -> DType:
     return result_type(dt, *scalars)
 
 
-class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, CreationMixin, FunctionalMixin):
+class _TensorType(type):
+    """Tensor's metaclass: `Tensor.training` reads and sets the TRAINING flag, so `Tensor.training = True`,
+    `with Tensor.train():` and `with Context(TRAINING=1):` are one switch."""
+
+    @property
+    def training(cls) -> bool:
+        return bool(TRAINING.value)
+
+    @training.setter
+    def training(cls, mode: bool) -> None:
+        TRAINING.value = int(bool(mode))
+
+
+class train(contextlib.ContextDecorator):
+    """Training mode for a block or a function (`Tensor.train()`): dropout drops and BatchNorm normalizes
+    with the batch's statistics (and updates its running ones); the old mode comes back after.
+
+    >>> with Tensor.train():
+    ...     Tensor.training
+    True
+    >>> Tensor.training
+    False
+    """
+
+    def __init__(self, mode: bool = True):
+        self.mode = mode
+
+    def __enter__(self) -> None:
+        self.saved = TRAINING.value
+        TRAINING.value = int(bool(self.mode))
+
+    def __exit__(self, *exc: object) -> None:
+        TRAINING.value = self.saved
+
+
+class Tensor(
+    ElementwiseMixin,
+    ReduceMixin,
+    MovementMixin,
+    IndexingMixin,
+    CreationMixin,
+    FunctionalMixin,
+    NNMixin,
+    metaclass=_TensorType,
+):
     """A lazy n-dimensional array on a device.
 
     >>> Tensor([1, 2, 3]).dtype, Tensor(2.5).shape, Tensor.zeros(2, 3).device
     (dtypes.int32, (), 'CPU')
     """
 
-    __slots__ = ("uop", "device", "__weakref__")
+    __slots__ = ("uop", "device", "grad", "requires_grad", "__weakref__")
+    train = train
     __hash__ = object.__hash__  # == builds a comparison, so tensors hash by identity
 
     def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None):
@@ -141,6 +190,9 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
         self.uop: UOp = uop
         self.device: str = device
+        self.grad: Tensor | None = None
+        # None: no preference (backward fills .grad of every float tensor in the graph); False: never
+        self.requires_grad: bool | None = None
         live_tensors.add(self)
 
     # *** properties ***
@@ -362,6 +414,93 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, Creati
         target = buffer_of(self.uop)
         assert target is not None
         self.uop = target.store(x.uop)
+        return self
+
+    # *** autograd ***
+
+    def detach(self) -> Tensor:
+        """The same values, cut from the graph: no gradient flows through it.
+
+        >>> x = Tensor([3.0])
+        >>> (x * x.detach()).sum().gradient(x)[0].tolist()
+        [3.0]
+        """
+        return self._new(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+
+    def _custom_grad(self, name: str, *inputs: Tensor) -> Tensor:
+        """This value with the gradient registered as `name` (`gradient.custom_gradient`, which maps
+        (grad, out, *inputs) to a gradient per input) instead of one traced through the ops that computed it."""
+        if not dtypes.is_float(self.dtype) or not any(dtypes.is_float(i.dtype) for i in inputs):
+            return self
+        return self._new(UOp(Ops.CUSTOM_GRAD, self.dtype, (self.uop, *(i.uop for i in inputs)), name))
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set `requires_grad` (False keeps `backward()` from filling this tensor's `.grad`); returns self."""
+        self.requires_grad = requires_grad
+        return self
+
+    def _loss_seed(self, gradient: Tensor | None, op: str) -> Tensor:
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"{op}: the loss has dtype {self.dtype!r}; only floating-point tensors have gradients")
+        if gradient is None:
+            if self.numel() != 1:
+                raise RuntimeError(
+                    f"{op}: the loss has shape {self.shape}, not one element; pass gradient= (the seed, of that shape)"
+                )
+            return Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
+        if not isinstance(gradient, Tensor):
+            raise TypeError(f"{op}: gradient must be a Tensor, got {type(gradient).__name__}")
+        if gradient.shape != self.shape:
+            raise ValueError(f"{op}: gradient has shape {gradient.shape}, the loss has shape {self.shape}")
+        return gradient.cast(self.dtype)
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+        """The gradients of this tensor (a scalar loss, or any shape with `gradient=` as the seed) with respect
+        to each of `targets`, as lazy tensors. A target the loss does not depend on is an error; one it
+        depends on only through steps (floor, comparisons) gets zeros.
+
+        >>> w = Tensor([1.0, 2.0])
+        >>> dw, = (w * w * 3).sum().gradient(w)
+        >>> dw.tolist()
+        [6.0, 12.0]
+        """
+        seed = self._loss_seed(gradient, "gradient")
+        for i, t in enumerate(targets):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"gradient: target {i} is a {type(t).__name__}, not a Tensor")
+            if not dtypes.is_float(t.dtype):
+                raise TypeError(
+                    f"gradient: target {i} has dtype {t.dtype!r}; only floating-point tensors have gradients"
+                )
+        grads = compute_gradient(self, seed, [t.uop for t in targets])
+        for i, t in enumerate(targets):
+            if t.uop not in grads:
+                raise RuntimeError(
+                    f"gradient: target {i} (shape {t.shape}) is not in the graph of the loss "
+                    "(it was not used, was detached, or was realized before the loss was built from it)"
+                )
+        return [grads[t.uop] for t in targets]
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Add the gradient of this loss to `.grad` of every live floating-point tensor it was computed from
+        (except those with `requires_grad` False); returns self. The gradients are lazy until read.
+
+        >>> w = Tensor([1.0, 2.0])
+        >>> _ = (w * w).sum().backward()
+        >>> w.grad.tolist()
+        [2.0, 4.0]
+        """
+        seed = self._loss_seed(gradient, "backward")
+        nodes = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
+        tensors = [
+            t
+            for t in list(live_tensors)
+            if t is not self and t.requires_grad is not False and dtypes.is_float(t.dtype) and t.uop in nodes
+        ]
+        grads = compute_gradient(self, seed, list(dict.fromkeys(t.uop for t in tensors)))
+        for t in tensors:
+            g = grads[t.uop]
+            t.grad = g if t.grad is None else t.grad + g
         return self
 
     # *** broadcasting and elementwise ops ***

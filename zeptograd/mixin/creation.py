@@ -51,8 +51,6 @@ class CreationMixin:
 
     __slots__ = ()
 
-    # dropout acts only while this is True (PyTorch's module.train(); tinygrad's Tensor.training)
-    training: ClassVar[bool] = False
     # the random generator's state: the key, and how many random tensors were made since it was set
     _seed: ClassVar[int] = int(time.time())
     _rng_counter: ClassVar[int] = 0
@@ -393,7 +391,7 @@ class CreationMixin:
         """
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise ValueError(f"dropout: probability has to be between 0 and 1, got {p!r}")
-        if not self.training or p == 0:
+        if not type(self).training or p == 0:
             return self
         if p == 1:
             return self.zeros_like(dtype=self._float().dtype)

@@ -42,6 +42,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, category, dtypes, result_type
+from zeptograd.gradient import custom_gradient
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
 from zeptograd.uop.ops import Ops, UOp
 
@@ -115,6 +116,53 @@ def _float_math(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         return fn(self.cast(compute_dtype(self.dtype)), *args, **kwargs).cast(out)
 
     return wrapper
+
+
+def _derivative(rule: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Callable[..., Tensor]], Callable[..., Tensor]]:
+    """States a unary op's derivative dy/dx = rule(x, y): its gradient is `g * rule(x, y)` (a CUSTOM_GRAD, see
+    gradient.py), not traced through the bit tricks, fits and range reductions that compute y."""
+
+    def backward(g: Tensor, y: Tensor, x: Tensor) -> tuple[Tensor]:
+        return (g * rule(x, y).cast(g.dtype),)
+
+    def decorate(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+        name = fn.__name__.lstrip("_")
+        custom_gradient(name)(backward)
+
+        @functools.wraps(fn)
+        def wrapper(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+            return fn(self, *args, **kwargs)._custom_grad(name, self)
+
+        return wrapper
+
+    return decorate
+
+
+@custom_gradient("pow")
+def _pow_grad(g: Tensor, out: Tensor, base: Tensor, e: Tensor) -> tuple[Tensor, Tensor]:
+    """d(b**e) = e * b**(e-1) db + b**e * log(b) de; 0 where e is 0 (for db) and where b is 0 <= e (for de), as
+    PyTorch."""
+    dbase = (e == 0).where(0.0, g * e * base.pow(e - 1))
+    de = ((base == 0) & (e >= 0)).where(0.0, g * out * base.log())
+    return dbase, de
+
+
+@custom_gradient("fmod")
+def _fmod_grad(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """fmod(a, b) = a - trunc(a / b) * b."""
+    return g, -g * a.div(b, rounding_mode="trunc")
+
+
+@custom_gradient("mod")
+def _mod_grad(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """a % b = a - floor(a / b) * b."""
+    return g, -g * a.div(b, rounding_mode="floor")
+
+
+@custom_gradient("copysign")
+def _copysign_grad(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, None]:
+    """copysign(a, b) = +-a: the gradient is +-g (0 at a = 0, as PyTorch); none flows to b."""
+    return (a == 0).where(0.0, g * out / a), None
 
 
 class ElementwiseMixin:
@@ -313,7 +361,7 @@ class ElementwiseMixin:
             r = a._int_mod(b)
             return ((r != 0) & ((r < 0) != (a < 0))).where(r - b, r)
         w = dtypes.float64
-        return a.cast(w)._fmod_wide(b.cast(w), a.dtype).cast(a.dtype)
+        return a.cast(w)._fmod_wide(b.cast(w), a.dtype).cast(a.dtype)._custom_grad("fmod", a, b)
 
     def mod(self, x: Any, reverse: bool = False) -> Tensor:
         """The remainder of self / x with the sign of the divisor (Python's and PyTorch's `%`, numpy's
@@ -332,7 +380,7 @@ class ElementwiseMixin:
         r = ((r != 0) & ((bw < 0) != (r < 0))).where(r + bw, r)
         zero = (bw < 0).where(bw._const(-0.0), bw._const(0.0))  # a zero remainder has the divisor's sign
         r = (r == 0).where(zero, r)
-        return r.cast(a.dtype)
+        return r.cast(a.dtype)._custom_grad("mod", a, b)
 
     remainder = mod
 
@@ -409,7 +457,7 @@ class ElementwiseMixin:
         r = ((b < 0) & b.isfinite() & (y_int.logical_not())).where(math.nan, r)
         r = ((b == -1) & y.isinf()).where(1.0, r)
         r = ((y == 0) | (b == 1)).where(1.0, r)
-        return r.cast(dt)
+        return r.cast(dt)._custom_grad("pow", base, e)
 
     def square(self) -> Tensor:
         """self * self (bool squares as int32).
@@ -439,7 +487,7 @@ class ElementwiseMixin:
         a, b = self._operands("copysign", x)
         if not dtypes.is_float(a.dtype):
             a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
-        return a._with_sign_of(b)
+        return a._with_sign_of(b)._custom_grad("copysign", a, b)
 
     # *** comparisons and selection ***
 
@@ -696,6 +744,7 @@ class ElementwiseMixin:
         """
         return self._new(self.uop.alu(Ops.NEG))
 
+    @_derivative(lambda x, y: x.sign())
     def abs(self) -> Tensor:
         """|self|, exact: abs(-0.0) is 0.0, NaN stays NaN (and the smallest integer stays itself, as in numpy).
 
@@ -831,6 +880,7 @@ class ElementwiseMixin:
         """
         return self._unary_float(Ops.RECIPROCAL)
 
+    @_derivative(lambda x, y: y)
     def _exp(self) -> Tensor:
         """e ** self for self in a compute dtype. x = n*ln2 + r with n = trunc(x/ln2) and r computed exactly
         (Cody-Waite), so exp2(r/ln2) carries no error from the size of x; 2**n is built from its bits, in two
@@ -852,6 +902,7 @@ class ElementwiseMixin:
     def _log(self) -> Tensor:
         return self._alu(Ops.LOG2) * LN2
 
+    @_derivative(lambda x, y: y + 1)
     def _expm1(self) -> Tensor:
         """e ** self - 1 without cancellation near 0: the Taylor series for |x| < 1 (to x**11/11! in float32,
         x**18/18! in float64), exp(x) - 1 beyond (where the subtraction loses less than a bit)."""
@@ -859,6 +910,7 @@ class ElementwiseMixin:
         series = self * self._poly(tuple(1 / math.factorial(k + 1) for k in range(terms)))
         return (self.abs() < 1).where(series, self._exp() - 1)
 
+    @_derivative(lambda x, y: (x + 1).reciprocal())
     def _log1p(self) -> Tensor:
         """log(1 + self) without cancellation near 0 (with u = 1 + x rounded, log(u) * x / (u - 1))."""
         u = self + 1
@@ -866,6 +918,7 @@ class ElementwiseMixin:
         ret = (u == math.inf).where(math.inf, ret)
         return (u == 1).where(self, ret)
 
+    @_derivative(lambda x, y: y * (1 - y))
     def _sigmoid(self) -> Tensor:
         e = (-self.abs())._exp()  # in (0, 1]: no overflow for any x
         s = (1 + e).reciprocal()
@@ -874,6 +927,7 @@ class ElementwiseMixin:
     def _softplus(self) -> Tensor:
         return self.maximum(0) + (-self.abs())._exp()._log1p()
 
+    @_derivative(lambda x, y: 1 - y * y)
     def _tanh(self) -> Tensor:
         a = self.abs().minimum(20.0 if self.dtype is dtypes.float64 else 10.0)  # tanh is 1.0 beyond
         u = (a * 2)._expm1()
@@ -924,6 +978,7 @@ class ElementwiseMixin:
         """
         return self._log1p()
 
+    @_derivative(lambda x, y: -x.sin())
     @_float_math
     def cos(self) -> Tensor:
         """The cosine: x = k*pi/2 + r with |r| <= pi/4, then +-sin(r) or +-cos(r) (a short series) by the
@@ -956,6 +1011,7 @@ class ElementwiseMixin:
         """asin on |x| <= 0.5 (the fit)."""
         return self * (self * self)._poly(_ASIN)
 
+    @_derivative(lambda x, y: (1 - x * x).rsqrt())
     @_float_math
     def asin(self) -> Tensor:
         """The arcsine (nan outside [-1, 1]); |x| > 0.5 uses asin(x) = pi/2 - 2*asin(sqrt((1-x)/2)).
@@ -967,6 +1023,7 @@ class ElementwiseMixin:
         big = math.pi / 2 - ((1 - a) * 0.5).sqrt()._asin_small() * 2
         return (a <= 0.5).where(a._asin_small(), big)._with_sign_of(self)
 
+    @_derivative(lambda x, y: -(1 - x * x).rsqrt())
     @_float_math
     def acos(self) -> Tensor:
         """The arccosine (nan outside [-1, 1]), accurate near both ends.
@@ -979,6 +1036,7 @@ class ElementwiseMixin:
         middle = math.pi / 2 - self._asin_small()
         return (self > 0.5).where(near_one, (self < -0.5).where(near_minus_one, middle))
 
+    @_derivative(lambda x, y: (1 + x * x).reciprocal())
     @_float_math
     def atan(self) -> Tensor:
         """The arctangent: |x| is reduced to |t| <= tan(pi/8) by atan(x) = pi/4 + atan((x-1)/(x+1)) and
@@ -994,6 +1052,7 @@ class ElementwiseMixin:
         base = big.where(a._const(math.pi / 2), mid.where(a._const(math.pi / 4), a._const(0.0)))
         return (base + t * (t * t)._poly(_ATAN))._with_sign_of(self)
 
+    @_derivative(lambda x, y: x.cosh())
     @_float_math
     def sinh(self) -> Tensor:
         """The hyperbolic sine: (u + u/(u+1)) / 2 with u = expm1(|x|), accurate near 0; e**(|x|/2) squared where
@@ -1008,6 +1067,7 @@ class ElementwiseMixin:
         e = (a * 0.5)._exp()
         return (a < 20).where(small, (e * 0.5) * e)._with_sign_of(self)
 
+    @_derivative(lambda x, y: x.sinh())
     @_float_math
     def cosh(self) -> Tensor:
         """The hyperbolic cosine.
@@ -1029,6 +1089,7 @@ class ElementwiseMixin:
         """
         return self._tanh()
 
+    @_derivative(lambda x, y: (x * x + 1).rsqrt())
     @_float_math
     def asinh(self) -> Tensor:
         """The inverse hyperbolic sine, log1p(a + a*a / (1 + sqrt(1 + a*a))), log(a) + ln2 for large a.
@@ -1040,6 +1101,7 @@ class ElementwiseMixin:
         small = (a + (a * a)._fdiv(1 + (a * a + 1).sqrt()))._log1p()
         return (a < 2.0**26).where(small, a._log() + LN2)._with_sign_of(self)
 
+    @_derivative(lambda x, y: (x * x - 1).rsqrt())
     @_float_math
     def acosh(self) -> Tensor:
         """The inverse hyperbolic cosine (nan below 1), log1p((x-1) + sqrt((x-1)(x+1))), log(x) + ln2 for large x.
@@ -1051,6 +1113,7 @@ class ElementwiseMixin:
         small = (xm1 + (xm1 * (self + 1)).sqrt())._log1p()
         return (self < 2.0**26).where(small, self._log() + LN2)
 
+    @_derivative(lambda x, y: (1 - x * x).reciprocal())
     @_float_math
     def atanh(self) -> Tensor:
         """The inverse hyperbolic tangent, log1p(2a / (1 - a)) / 2 with the sign of x (+-inf at +-1, nan beyond).
@@ -1074,6 +1137,7 @@ class ElementwiseMixin:
         tail = e._fdiv(a) * (a * a).reciprocal()._poly(_ERFC_TAIL)
         return (a < 2.5).where(e * (a - 1.5)._poly(_ERFC), tail)
 
+    @_derivative(lambda x, y: (-(x * x)).exp() * (-2 / math.sqrt(math.pi)))
     def _erfc(self) -> Tensor:
         a = self.abs().minimum(30.0)  # erfc(30) is 0 in float64 too; NaN stays NaN
         r = (a < 0.5).where(1 - a * (a * a)._poly(_ERF), a.maximum(0.5)._erfc_large(precise=True))
@@ -1088,6 +1152,7 @@ class ElementwiseMixin:
         """
         return self._erfc()
 
+    @_derivative(lambda x, y: (-(x * x)).exp() * (2 / math.sqrt(math.pi)))
     def _erf(self) -> Tensor:
         a = self.abs().minimum(6.0)  # erf(6) is 1 - 2e-17; NaN stays NaN
         ret = (a < 1).where(a * (a * a)._poly(_ERF), 1 - a.maximum(1)._erfc_large(precise=False))
@@ -1139,6 +1204,7 @@ class ElementwiseMixin:
 
     # *** activations ***
 
+    @_derivative(lambda x, y: x > 0)
     def relu(self) -> Tensor:
         """max(self, 0) (NaN stays NaN).
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes
+from zeptograd.gradient import custom_gradient
 from zeptograd.mixin.args import axis_arg, compute_dtype, tensor_dtype
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
@@ -380,7 +381,11 @@ class ReduceMixin:
         ax = self._one_axis(axis, name)
         if ax is None or self.shape[ax] <= 1:
             return self
-        return self.movedim(ax, -1)._scan_last(op, name).movedim(-1, ax)
+        x = self.movedim(ax, -1)
+        out = x._scan_last(op, name)
+        if op is Ops.ADD:
+            out = out._custom_grad("cumsum", x)
+        return out.movedim(-1, ax)
 
     def _scan_last(self, op: Ops, name: str) -> Tensor:
         """The scan along the last axis. Up to SCAN_BLOCK elements it reduces a window per output (O(n**2)
@@ -553,7 +558,9 @@ class ReduceMixin:
             nan = (indices < 0) | (indices >= size)
             values = nan.where(math.nan, values)
             indices = nan.where(indices + (size if descending else -size), indices)
-        return values.cast(self.dtype).movedim(-1, ax), indices.cast(dtypes.int32).movedim(-1, ax)
+        indices = indices.cast(dtypes.int32)
+        values = values.cast(self.dtype)._custom_grad("sort", x, indices)
+        return values.movedim(-1, ax), indices.movedim(-1, ax)
 
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
         """The int32 indices that sort the tensor along `dim` (stable; NaN last in ascending order).
@@ -580,6 +587,21 @@ class ReduceMixin:
             return values, indices
         bounds = tuple((0, k) if i == ax else (0, s) for i, s in enumerate(self.shape))
         return values.shrink(bounds), indices.shrink(bounds)
+
+
+@custom_gradient("cumsum")
+def _cumsum_grad_last(g: Tensor, out: Tensor, x: Tensor) -> tuple[Tensor]:
+    """The gradient of a running sum along the last axis is the running sum of g from the end."""
+    return (g.flip(-1).cumsum(-1).flip(-1),)
+
+
+@custom_gradient("sort")
+def _sort_grad_last(g: Tensor, out: Tensor, x: Tensor, indices: Tensor) -> tuple[Tensor, None]:
+    """Sorted values are x read at `indices` (along the last axis): each gradient goes back where its value
+    came from."""
+    n = x.shape[-1]
+    came_from = indices.unsqueeze(-1) == x.arange(n, device=x.device)
+    return came_from.where(g.unsqueeze(-1), 0.0).sum(-2), None
 
 
 def _finite_or_zero(x: Tensor) -> Tensor:

@@ -170,9 +170,9 @@ indexing = PatternMatcher(
         (_index_of(Ops.BUFFER), load_buffer, "INDEX(BUFFER, i) -> LOAD(INDEX(DEFINE_GLOBAL, i, gate))"),
         (_index_of((Ops.CONST, Ops.DEFINE_VAR)), lambda i, x: x, "INDEX(const) -> const"),
         (
-            _index_of((Ops.CONTIGUOUS, Ops.DETACH)),
+            _index_of((Ops.CONTIGUOUS, Ops.DETACH, Ops.CUSTOM_GRAD)),
             lambda i, x: at(x.src[0], i.src[1:-1], i.src[-1]),
-            "INDEX(DETACH(x)) -> INDEX(x)",
+            "INDEX(DETACH(x)) -> INDEX(x), INDEX(CUSTOM_GRAD(x, inputs...)) -> INDEX(x)",
         ),
     ]
 )

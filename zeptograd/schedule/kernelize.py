@@ -58,7 +58,9 @@ class ScheduleItem:
     bufs: tuple[UOp, ...]
 
 
-def _device_of(u: UOp, cache: dict[UOp, str | None]) -> str | None:
+def device_of(u: UOp, cache: dict[UOp, str | None] | None = None) -> str | None:
+    """The device whose memory tensor-graph node `u` computes into: its buffers', or its COPY's target."""
+    cache = {} if cache is None else cache
     for node in u.toposort(gate=lambda n: n not in cache):
         if node.op is Ops.BUFFER:
             cache[node] = node.arg[1]
@@ -181,7 +183,7 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
     for u in nodes:
         if u not in realized:
             continue
-        device = root_device.get(u) or _device_of(u, device_cache) or devices[0]
+        device = root_device.get(u) or device_of(u, device_cache) or devices[0]
         if u.op is Ops.COPY:
             src = buffer_of(cut(u.src[0]))
             assert src is not None

@@ -42,6 +42,7 @@ class Ops(Enum):
     REDUCE_AXIS = auto()
     CONTIGUOUS = auto()
     DETACH = auto()
+    CUSTOM_GRAD = auto()  # (value, *inputs): value, with the gradient registered as arg (gradient.py)
     COPY = auto()
     # definitions: kernel arguments, registers, variables, hardware indices
     DEFINE_GLOBAL = auto()

@@ -49,7 +49,15 @@ def compute_shape(u: UOp) -> Shape:
         value = u.src[1]._shape
         assert value is not None
         return value
-    if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY):
+    if op in GroupOp.ALU or op in (
+        Ops.FLIP,
+        Ops.CAST,
+        Ops.BITCAST,
+        Ops.CONTIGUOUS,
+        Ops.DETACH,
+        Ops.CUSTOM_GRAD,
+        Ops.COPY,
+    ):
         return src
     raise ValueError(f"{op.name} is not a tensor-graph node with a shape")
 

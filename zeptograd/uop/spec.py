@@ -182,6 +182,12 @@ def _same_as_source(u: UOp) -> Verdict:
     return True if len(u.src) >= 1 and u.dtype is u.src[0].dtype else f"{u.op.name} keeps its source's dtype"
 
 
+def check_custom_grad(u: UOp) -> Verdict:
+    if not isinstance(u.arg, str):
+        return f"CUSTOM_GRAD's arg is the name of its gradient, got {u.arg!r}"
+    return _same_as_source(u)
+
+
 tensor_spec = shared_spec + PatternMatcher(
     [
         (UPat(Ops.BUFFER, name="b"), check_buffer, "BUFFER"),
@@ -189,6 +195,7 @@ tensor_spec = shared_spec + PatternMatcher(
         (UPat(GroupOp.Movement, name="m"), check_movement, "movement op"),
         (UPat(Ops.REDUCE_AXIS, name="r"), check_reduce_axis, "REDUCE_AXIS"),
         (UPat((Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY), name="u"), _same_as_source, "CONTIGUOUS/DETACH/COPY"),
+        (UPat(Ops.CUSTOM_GRAD, name="u"), check_custom_grad, "CUSTOM_GRAD"),
     ]
 )
 
