@@ -282,6 +282,21 @@ def test_assign_reads_another_target_before_its_write(order: str, device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_assign_whose_value_reads_a_pending_assign_that_reads_it(device: str):
+    # p's new value reads b's new value, which reads p's old one (an optimizer's state update, then the
+    # parameter's): b's STORE lands before p's, once, and sees the old p
+    p = Tensor([1.0, 2.0], device=device).realize()
+    b = Tensor([0.0, 0.0], device=device).realize()
+    b.assign(b + p)
+    p.assign(p - b)
+    GlobalCounters.reset()
+    Tensor.realize(b, p)
+    assert GlobalCounters.kernel_count == 2
+    eq(b, [1.0, 2.0])
+    eq(p, [0.0, 0.0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_assign_full(device: str):
     t = Tensor(grid(), device=device).realize()
     r = t + 0

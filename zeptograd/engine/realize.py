@@ -91,7 +91,8 @@ def _snapshot_stale_reads(pending: list[Any]) -> None:
     stores = [u for u in roots.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.BUFFER]
     for store in stores:
         b = store.src[0]
-        readers = [t for t in live_tensors if _reads(t.uop, b, store)]
+        before = {u for u in store.toposort() if u.op is Ops.STORE}
+        readers = [t for t in live_tensors if _reads(t.uop, b, before)]
         if not readers:
             continue
         old = new_buffer(b.arg[1], b.arg[2], b.dtype)
@@ -101,9 +102,10 @@ def _snapshot_stale_reads(pending: list[Any]) -> None:
             t.uop = _read_from(t.uop, b, old, store, cache)
 
 
-def _reads(root: UOp, b: UOp, store: UOp) -> bool:
-    """Does `root` read buffer `b` other than through `store` (which is about to overwrite it)?"""
-    for node in root.toposort(gate=lambda n: n is not store):
+def _reads(root: UOp, b: UOp, before: set[UOp]) -> bool:
+    """Does `root` read buffer `b` other than through `before`: the STORE to b and the assignments its value
+    reads (those run before it, so whatever reads b through them reads the old contents anyway)?"""
+    for node in root.toposort(gate=lambda n: n not in before):
         for i, s in enumerate(node.src):
             if s is b and not (node.op is Ops.STORE and i == 0):
                 return True
