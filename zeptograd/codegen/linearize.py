@@ -45,15 +45,20 @@ def linearize(sink: UOp) -> list[UOp]:
         ends_below = {n for n in end.toposort() if n.op is Ops.END and n is not end}
         before[r] = {q for e in ends_below for q in e.src[1:] if r not in blocks[e.src[0]]}
     opened: set[UOp] = set()
+    # a loop opens only inside the loops its END lives in: a loop whose body needs an outer loop's index is
+    # never opened before that loop is (its body could not be placed)
+    outer = {r: {q for q in blocks[end] if q.op is Ops.RANGE} for r, end in closer.items()}
 
     def must_wait(u: UOp) -> bool:
         return u.op is Ops.RANGE and any(q not in opened for q in before.get(u, ()))
 
     def placeable(u: UOp) -> bool:
-        inside = blocks[u] - {u} if u.op in _OPENERS else blocks[u]
+        if u.op is Ops.RANGE:
+            return outer.get(u, set()) <= set(stack)
+        inside = blocks[u] - {u} if u.op is Ops.IF else blocks[u]
         if not inside <= set(stack):
             return False
-        return u.op is Ops.RANGE or not stack or stack[-1] in inside
+        return not stack or stack[-1] in inside
 
     def choose() -> UOp | None:
         body = [u for u in ready if u.op not in _OPENERS and u.op not in _CLOSERS and placeable(u)]

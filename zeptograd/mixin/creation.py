@@ -16,6 +16,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from zeptograd.dtype import DType, dtypes
 from zeptograd.mixin.args import Scalar, compute_dtype, shape_arg, tensor_dtype
 from zeptograd.uop.shape import prod
@@ -244,10 +246,12 @@ class CreationMixin:
         CreationMixin._rng_counter = 0
 
     @classmethod
-    def _threefry2x32(cls, x0: Tensor, x1: Tensor, key: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    def _threefry2x32(cls, x0: Tensor, x1: Tensor, key: tuple[Any, Any]) -> tuple[Tensor, Tensor]:
         """Threefry-2x32 with 20 rounds: encrypt the counter words `x0`, `x1` (uint32 tensors of one shape)
-        under the two 32-bit `key` words; returns the two uint32 output words."""
-        ks = (key[0] & _U32, key[1] & _U32, (key[0] ^ key[1] ^ _PARITY) & _U32)
+        under the two 32-bit `key` words (ints, or uint32 tensors that broadcast); returns the two uint32
+        output words."""
+        k0, k1 = (k & _U32 if isinstance(k, int) else k for k in key)
+        ks = (k0, k1, k0 ^ k1 ^ _PARITY)
         x0, x1 = x0 + ks[0], x1 + ks[1]
         for r in range(20):
             x0 = x0 + x1
@@ -255,21 +259,24 @@ class CreationMixin:
             x1 = ((x1 << rot) | (x1 >> (32 - rot))) ^ x0
             if r % 4 == 3:  # inject the key every 4 rounds, with the injection count
                 s = r // 4 + 1
-                x0, x1 = x0 + ks[s % 3], x1 + ((ks[(s + 1) % 3] + s) & _U32)
+                x0, x1 = x0 + ks[s % 3], x1 + (ks[(s + 1) % 3] + s)
         return x0, x1
 
     @classmethod
     def _random_bits(cls, shape: tuple[int, ...], device: str | None) -> tuple[Tensor, Tensor]:
-        """Two independent uint32 words per element of `shape`, from fresh counters."""
+        """Two independent uint32 words per element of `shape`, from fresh counters. The call count and the
+        seed are read from a small buffer, not written into the kernel, so every random tensor of a shape
+        uses the same compiled kernel."""
         n = prod(shape)
         if n >= 1 << 32:
             raise ValueError(f"random: shape {shape} has more than 2**32 elements")
         call = CreationMixin._rng_counter
         CreationMixin._rng_counter += 1
         seed = CreationMixin._seed
+        words = cls(np.array([call & _U32, seed & _U32, seed >> 32], dtype=np.uint32), device=device)
         x0 = cls._counters(n, device)
-        x1 = cls.full((n,), call & _U32, dtype=dtypes.uint32, device=device)
-        w0, w1 = cls._threefry2x32(x0, x1, (seed & _U32, seed >> 32))
+        x1 = words[0]._broadcast_to((n,))
+        w0, w1 = cls._threefry2x32(x0, x1, (words[1], words[2]))
         return w0.reshape(shape), w1.reshape(shape)
 
     @classmethod

@@ -159,6 +159,19 @@ def _mod_grad(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Ten
     return g, -g * a.div(b, rounding_mode="floor")
 
 
+@custom_gradient("leaky_relu")
+def _leaky_relu_grad(g: Tensor, out: Tensor, x: Tensor, slope: Tensor) -> tuple[Tensor, None]:
+    """g where x > 0, else g * slope: the slope at 0 too, as PyTorch."""
+    return (x > 0).where(g, g * slope), None
+
+
+@custom_gradient("hardtanh")
+def _hardtanh_grad(g: Tensor, out: Tensor, x: Tensor, low: Tensor, high: Tensor) -> tuple[Tensor, None, None]:
+    """clamp(x, low, high) with PyTorch's hardtanh gradient: g strictly between the bounds, 0 at them (clamp's own
+    gradient, like PyTorch's clamp, passes g at the bounds)."""
+    return ((x > low) & (x < high)).where(g, 0.0), None, None
+
+
 @custom_gradient("copysign")
 def _copysign_grad(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, None]:
     """copysign(a, b) = +-a: the gradient is +-g (0 at a = 0, as PyTorch); none flows to b."""
@@ -208,6 +221,19 @@ class ElementwiseMixin:
         for c in reversed(coeffs[:-1]):
             acc = acc * self + c
         return acc
+
+    def _with_hardtanh_grad(self, x: Tensor, low: float, high: float) -> Tensor:
+        """This value (x clamped to [low, high]) with the gradient of PyTorch's hardtanh family: none at the
+        bounds."""
+        if not dtypes.is_float(self.dtype):
+            return self
+        return self._custom_grad("hardtanh", x, self._const(low), self._const(high))
+
+    def _norm_sqrt(self) -> Tensor:
+        """sqrt of a sum of squares (so never of -0.0) whose gradient at 0 is 0, PyTorch's choice for norms and
+        std: sqrt's own is inf there, which times the 0 that flows into it would be NaN."""
+        zero = self == 0
+        return zero.where(0.0, zero.where(1.0, self).sqrt())
 
     def _fdiv(self, x: Tensor) -> Tensor:
         """self * (1/x): the division inside composed float math, in the compute dtype (`/` rounds correctly,
@@ -443,8 +469,8 @@ class ElementwiseMixin:
         if scalar is not None and scalar in (0, 1, 2, 3, -1, -2, 0.5):
             if scalar == 0.5:
                 return base.sqrt()
-            if scalar == 0:
-                return base._const(1.0)._broadcast_to(base.shape)
+            if scalar == 0:  # ones that still depend on base, so its gradient is zeros (as PyTorch), not an error
+                return base._const(1.0)._broadcast_to(base.shape)._custom_grad("pow", base, e)
             if scalar > 0:
                 return base._static_int_pow(int(scalar))
             return base._static_int_pow(-int(scalar)).reciprocal()
@@ -902,7 +928,7 @@ class ElementwiseMixin:
     def _log(self) -> Tensor:
         return self._alu(Ops.LOG2) * LN2
 
-    @_derivative(lambda x, y: y + 1)
+    @_derivative(lambda x, y: x._exp())  # not y + 1, which cancels for very negative x (elu's gradient there)
     def _expm1(self) -> Tensor:
         """e ** self - 1 without cancellation near 0: the Taylor series for |x| < 1 (to x**11/11! in float32,
         x**18/18! in float64), exp(x) - 1 beyond (where the subtraction loses less than a bit)."""
@@ -1219,7 +1245,7 @@ class ElementwiseMixin:
         >>> Tensor([-1.0, 3.0, 9.0]).relu6().tolist()
         [0.0, 3.0, 6.0]
         """
-        return self.relu().minimum(6)
+        return self.relu().minimum(6)._with_hardtanh_grad(self, 0, 6)
 
     def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
         """self where positive, neg_slope * self elsewhere.
@@ -1227,7 +1253,14 @@ class ElementwiseMixin:
         >>> Tensor([-2.0, 3.0]).leaky_relu(0.5).tolist()
         [-1.0, 3.0]
         """
-        return (self < 0).where(self * _number(neg_slope, "leaky_relu", "neg_slope"), self)
+        slope = _number(neg_slope, "leaky_relu", "neg_slope")
+        out = (self < 0).where(self * slope, self)
+        return out._custom_grad("leaky_relu", self, self._const(slope)) if dtypes.is_float(self.dtype) else out
+
+    def _nonpositive(self) -> Tensor:
+        """self where it is not positive (NaN included), else 0: the input of elu's exponential branch, which
+        must stay finite where the other branch is taken (its gradient, 0 times inf there, would be NaN)."""
+        return (self > 0).where(0.0, self)
 
     @_float_math
     def elu(self, alpha: float = 1.0) -> Tensor:
@@ -1236,7 +1269,7 @@ class ElementwiseMixin:
         >>> Tensor([0.0, 2.0]).elu().tolist()
         [0.0, 2.0]
         """
-        return (self > 0).where(self, self._expm1() * _number(alpha, "elu", "alpha"))
+        return (self > 0).where(self, self._nonpositive()._expm1() * _number(alpha, "elu", "alpha"))
 
     @_float_math
     def celu(self, alpha: float = 1.0) -> Tensor:
@@ -1246,7 +1279,7 @@ class ElementwiseMixin:
         [0.0, 2.0]
         """
         alpha = _number(alpha, "celu", "alpha", nonzero=True)
-        return (self > 0).where(self, (self * (1 / alpha))._expm1() * alpha)
+        return (self > 0).where(self, (self._nonpositive() * (1 / alpha))._expm1() * alpha)
 
     @_float_math
     def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
@@ -1256,7 +1289,7 @@ class ElementwiseMixin:
         [0.0]
         """
         alpha, gamma = _number(alpha, "selu", "alpha"), _number(gamma, "selu", "gamma")
-        return (self > 0).where(self, self._expm1() * alpha) * gamma
+        return (self > 0).where(self, self._nonpositive()._expm1() * alpha) * gamma
 
     @_float_math
     def sigmoid(self) -> Tensor:
@@ -1283,7 +1316,8 @@ class ElementwiseMixin:
         >>> Tensor([-4.0, 0.0, 4.0]).hardsigmoid().tolist()
         [0.0, 0.5, 1.0]
         """
-        return (self * _number(alpha, "hardsigmoid", "alpha") + _number(beta, "hardsigmoid", "beta")).clamp(0, 1)
+        u = self * _number(alpha, "hardsigmoid", "alpha") + _number(beta, "hardsigmoid", "beta")
+        return u.clamp(0, 1)._with_hardtanh_grad(u, 0, 1)
 
     @_float_math
     def hardswish(self) -> Tensor:
@@ -1295,7 +1329,7 @@ class ElementwiseMixin:
         return self * (self + 3).relu6() * (1 / 6)
 
     def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
-        """clamp(self, min_val, max_val).
+        """clamp(self, min_val, max_val); as in PyTorch, its gradient is 0 at the bounds (clamp's is 1 there).
 
         >>> Tensor([-2.0, 0.5, 2.0]).hardtanh().tolist()
         [-1.0, 0.5, 1.0]
@@ -1303,7 +1337,7 @@ class ElementwiseMixin:
         min_val, max_val = _number(min_val, "hardtanh", "min_val"), _number(max_val, "hardtanh", "max_val")
         if min_val > max_val:
             raise ValueError(f"hardtanh: min_val {min_val} is greater than max_val {max_val}")
-        return self.clamp(min_val, max_val)
+        return self.clamp(min_val, max_val)._with_hardtanh_grad(self, min_val, max_val)
 
     @_float_math
     def gelu(self, approximate: str = "tanh") -> Tensor:
@@ -1389,7 +1423,9 @@ class ElementwiseMixin:
         a, b = a.cast(ct), b.cast(ct)
         m = a.maximum(b)
         ret = m + (-(a - b).abs())._exp()._log1p()
-        return (a == b).where(a + LN2, ret).cast(out)  # equal infinities: a - b would be NaN
+        # equal infinities: a - b would be NaN. The mean of a and b is a there (halving is exact, and a denormal
+        # lost in it is lost in + LN2 too); it gives each input half the gradient at a tie, as PyTorch
+        return (a == b).where((a * 0.5 + b * 0.5) + LN2, ret).cast(out)
 
     # *** casts ***
 

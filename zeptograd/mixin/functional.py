@@ -282,13 +282,17 @@ class FunctionalMixin:
         if p == math.inf:
             norm = mag.max(axis=axes, keepdim=True) if x.numel() else mag.sum(axis=axes, keepdim=True)
         elif p == 2:
-            norm = (x * x).sum(axis=axes, keepdim=True).sqrt()
+            norm = (x * x).sum(axis=axes, keepdim=True)._norm_sqrt()  # gradient 0 at a zero norm, as PyTorch
         elif p == 1:
             norm = mag.sum(axis=axes, keepdim=True)
         else:
-            powered = (mag == 0).where(0.0, (mag.log2() * p).exp2())
+            # |x|**p and its p-th root as exp2(log2): at 0 they are 0, through a where whose other branch also
+            # reads a safe 1 instead of 0 (log2(0) = -inf there would make the gradient 0 * inf = NaN)
+            zero = mag == 0
+            powered = zero.where(0.0, (zero.where(1.0, mag).log2() * p).exp2())
             summed = powered.sum(axis=axes, keepdim=True)
-            norm = (summed == 0).where(0.0, (summed.log2() * (1 / p)).exp2())
+            empty = summed == 0
+            norm = empty.where(0.0, (empty.where(1.0, summed).log2() * (1 / p)).exp2())
         return (x / norm.maximum(eps)).cast(out_dt)
 
     # *** resampling ***

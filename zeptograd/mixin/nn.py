@@ -1,17 +1,812 @@
 """Neural-network Tensor ops: convolution, pooling, losses, normalization, attention and initializers.
 
 Everything here is built from the other Tensor ops, so it fuses, runs on every device and has gradients.
+Convolution and pooling read sliding windows made by movement ops alone (`_pool`): no window buffer is
+materialized, and a plain convolution's forward pass is one kernel (a broadcast multiply and a sum).
+
+>>> x = Tensor.arange(16, dtype="float32").reshape(1, 1, 4, 4)
+>>> x.max_pool2d().tolist()
+[[[[5.0, 7.0], [13.0, 15.0]]]]
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+import numbers
+import operator
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zeptograd.dtype import DType, dtypes
+from zeptograd.mixin.args import compute_dtype, shape_arg, tensor_dtype
+from zeptograd.uop.shape import prod
 
 if TYPE_CHECKING:
-    from zeptograd.tensor import Tensor  # noqa: F401
+    from zeptograd.tensor import Tensor
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+# *** argument helpers ***
+
+
+def _int(x: Any, op: str, what: str) -> int:
+    """An int argument (numpy integers too, bools not)."""
+    if isinstance(x, bool):
+        raise TypeError(f"{op}: {what} must be an int, got {x!r}")
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{op}: {what} must be an int, got {x!r}") from None
+
+
+def _per_dim(value: Any, n: int, op: str, what: str) -> tuple[int, ...]:
+    """An int for every one of `n` spatial dims, or one int per dim."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{op}: {what} {tuple(value)} needs {n} entries, one per spatial dim")
+        return tuple(_int(v, op, what) for v in value)
+    return (_int(value, op, what),) * n
+
+
+def _pad_pairs(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
+    """(before, after) per spatial dim from tinygrad's padding forms: an int for every side, one int per dim
+    (both sides), or PyTorch's flat form of 2*n ints (last dim first: left, right, top, bottom, ...)."""
+    if isinstance(padding, (list, tuple)):
+        pads = [_int(p, op, "padding") for p in padding]
+        if len(pads) == n:
+            pairs = [(p, p) for p in pads]
+        elif len(pads) == 2 * n:
+            pairs = [(pads[2 * (n - 1 - i)], pads[2 * (n - 1 - i) + 1]) for i in range(n)]
+        else:
+            raise ValueError(
+                f"{op}: padding {tuple(padding)} needs {n} entries (one per spatial dim) or {2 * n} "
+                "(PyTorch's flat form)"
+            )
+    else:
+        p = _int(padding, op, "padding")
+        pairs = [(p, p)] * n
+    if any(b < 0 or a < 0 for b, a in pairs):
+        raise ValueError(f"{op}: padding must be non-negative, got {padding!r}")
+    return pairs
+
+
+def _positive(value: Any, n: int, op: str, what: str) -> tuple[int, ...]:
+    """`_per_dim`, each entry positive."""
+    values = _per_dim(value, n, op, what)
+    if any(v <= 0 for v in values):
+        raise ValueError(f"{op}: {what} must be positive, got {value!r}")
+    return values
+
+
+def _reduction(reduction: Any, op: str) -> str:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {', '.join(map(repr, REDUCTIONS))}, got {reduction!r}")
+    return reduction
+
+
+def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def _smoothing(label_smoothing: Any, op: str) -> float:
+    if not isinstance(label_smoothing, numbers.Real) or isinstance(label_smoothing, bool):
+        raise TypeError(f"{op}: label_smoothing must be a number, got {label_smoothing!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    return float(label_smoothing)
+
+
+def _need_tensor(t: Any, cls: type, op: str, what: str, optional: bool = False) -> None:
+    if t is None and optional:
+        return
+    if not isinstance(t, cls):
+        extra = " or None" if optional else ""
+        raise TypeError(f"{op}: {what} must be a Tensor{extra}, got {type(t).__name__}")
+
+
+def _need_float(t: Tensor, op: str, what: str) -> None:
+    if not dtypes.is_float(t.dtype):
+        raise TypeError(f"{op}: {what} must have a floating-point dtype, got {t.dtype!r}")
+
+
+def _need_int(t: Tensor, op: str, what: str) -> None:
+    if dtypes.is_bool(t.dtype) or not dtypes.is_int(t.dtype):
+        raise TypeError(f"{op}: {what} must hold integer class indices, got dtype {t.dtype!r}")
+
+
+def _fan_in(shape: tuple[int, ...], op: str) -> int:
+    if not shape or any(s <= 0 for s in shape):
+        raise ValueError(f"{op}: needs a non-empty shape of positive sizes, got {shape}")
+    return prod(shape[1:])
 
 
 class NNMixin:
     """Tensor methods for neural networks."""
 
     __slots__ = ()
+
+    # *** sliding windows ***
+
+    def _pool(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
+        """The sliding windows over the last len(kernel) axes, as movement ops: shape (*lead, *out, *kernel),
+        element [..., o, j] = self[..., o * stride + j * dilation] per axis. The caller has checked that each
+        dilated kernel fits its (already padded) axis."""
+        n = len(kernel)
+        lead, x = self.shape[: self.ndim - n], self
+        for axis, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
+            x = x._window_axis(len(lead) + 2 * axis, k, s, d)
+        # the axes are now (*lead, o1, k1, o2, k2, ...): windows first, taps last
+        nl = len(lead)
+        return x.permute(*range(nl), *(nl + 2 * i for i in range(n)), *(nl + 2 * i + 1 for i in range(n)))
+
+    def _window_axis(self, axis: int, k: int, s: int, d: int) -> Tensor:
+        """Axis `axis` (of size n) replaced by two, (out, k): out windows of k taps, `s` apart, taps `d` apart."""
+        n = self.shape[axis]
+        o = (n - d * (k - 1) - 1) // s + 1
+        before, after = self.shape[:axis], self.shape[axis + 1 :]
+        keep = (None,) * len(before)
+        rest = (None,) * len(after)
+        if d == 1 and k <= s:
+            # windows that do not overlap: rows of s elements, each window the first k of its row
+            x = self._fit_axis(axis, o * s).reshape(*before, o, s, *after)
+            return x.shrink(keep + ((0, o), (0, k)) + rest)
+        # overlapping (or dilated) windows: k copies of the axis end to end, padded by k * d and read as k rows
+        # of n + d elements, so row j starts j * d into its own copy; its columns 0, s, 2s... are tap j of each
+        # window (every window that exists has (o - 1) * s + j * d < n: it never reads past its copy)
+        x = self.reshape(*before, 1, n, *after).expand(*before, k, n, *after).reshape(*before, k * n, *after)
+        x = x.pad(keep + ((0, k * d),) + rest).reshape(*before, k, n + d, *after)
+        x = x._fit_axis(axis + 1, o * s).reshape(*before, k, o, s, *after)
+        x = x.shrink(keep + ((0, k), (0, o), (0, 1)) + rest).reshape(*before, k, o, *after)
+        return x.transpose(axis, axis + 1)
+
+    def _fit_axis(self, axis: int, size: int) -> Tensor:
+        """Axis `axis` cut or zero-padded at its end to `size` elements."""
+        n = self.shape[axis]
+        if size == n:
+            return self
+        spec = tuple((0, size) if i == axis else None for i in range(self.ndim))
+        if size < n:
+            return self.shrink(spec)
+        return self.pad(tuple((0, size - n) if i == axis else None for i in range(self.ndim)))
+
+    # *** convolution ***
+
+    def conv2d(
+        self,
+        weight: Tensor,
+        bias: Tensor | None = None,
+        groups: int = 1,
+        stride: int | Sequence[int] = 1,
+        dilation: int | Sequence[int] = 1,
+        padding: int | str | Sequence[int] = 0,
+        dtype: DType | str | None = None,
+    ) -> Tensor:
+        """Convolution (cross-correlation, as torch.nn.functional.conv*d) over any number of spatial dims:
+        input (N, Cin, *spatial) (or unbatched (Cin, *spatial)), weight (Cout, Cin / groups, *kernel), bias
+        (Cout,). `stride`, `dilation` and `padding` are an int or one per spatial dim; `padding` may also be
+        PyTorch's flat form (2 per dim, last dim first) or 'valid' / 'same' (stride 1). `dtype` is the dtype
+        it accumulates in and returns. One kernel: a broadcast multiply and a sum over sliding windows.
+
+        >>> x = Tensor.arange(9, dtype="float32").reshape(1, 1, 3, 3)
+        >>> x.conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
+        [[[[8.0, 12.0], [20.0, 24.0]]]]
+        >>> Tensor([[[1.0, 2.0, 3.0]]]).conv2d(Tensor([[[1.0, -1.0]]]), padding=1).tolist()
+        [[[-1.0, -1.0, -1.0, 3.0]]]
+        """
+        op = "conv2d"
+        x, w, unbatched = self._conv_args(weight, bias, groups, op)
+        n = w.ndim - 2
+        kernel = w.shape[2:]
+        stride_ = _positive(stride, n, op, "stride")
+        dilation_ = _positive(dilation, n, op, "dilation")
+        if isinstance(padding, str):
+            if padding == "valid":
+                pads = [(0, 0)] * n
+            elif padding == "same":
+                if any(s != 1 for s in stride_):
+                    raise ValueError(f"{op}: padding='same' needs stride 1, got stride {stride_}")
+                # the extra element of an odd total goes after, as in PyTorch
+                pads = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation_)]
+            else:
+                raise ValueError(f"{op}: padding string must be 'valid' or 'same', got {padding!r}")
+        else:
+            pads = _pad_pairs(padding, n, op)
+        out = x._conv(w, bias, groups, stride_, dilation_, pads, dtype, op)
+        return out.reshape(out.shape[1:]) if unbatched else out
+
+    def _conv_args(self, weight: Any, bias: Any, groups: Any, op: str) -> tuple[Tensor, Tensor, bool]:
+        """Checks a convolution's tensors and groups (the layout is conv2d's: weight (Cout, Cin / groups, *k));
+        returns the batched input, the weight, and whether the input was unbatched."""
+        _need_tensor(weight, type(self), op, "weight")
+        _need_tensor(bias, type(self), op, "bias", optional=True)
+        groups = _int(groups, op, "groups")
+        if groups <= 0:
+            raise ValueError(f"{op}: groups must be positive, got {groups}")
+        if weight.ndim < 3:
+            raise ValueError(
+                f"{op}: weight must be (out_channels, in_channels / groups, *kernel) with at least 1 spatial dim, "
+                f"got shape {weight.shape}"
+            )
+        if self.ndim not in (weight.ndim, weight.ndim - 1):
+            raise ValueError(
+                f"{op}: a weight of shape {weight.shape} needs a {weight.ndim}-d input (N, C, *spatial) or a "
+                f"{weight.ndim - 1}-d unbatched one, got shape {self.shape}"
+            )
+        unbatched = self.ndim == weight.ndim - 1
+        x = self.reshape(1, *self.shape) if unbatched else self
+        for t in (weight, bias):
+            if t is not None and t.device != self.device:
+                raise RuntimeError(f"{op}: tensors on different devices ({self.device} and {t.device})")
+        return x, weight, unbatched
+
+    def _conv(
+        self,
+        weight: Tensor,
+        bias: Tensor | None,
+        groups: int,
+        stride: tuple[int, ...],
+        dilation: tuple[int, ...],
+        pads: list[tuple[int, int]],
+        dtype: DType | str | None,
+        op: str,
+    ) -> Tensor:
+        """The convolution of a batched input with conv2d's weight layout; pads may be negative (they crop:
+        conv_transpose2d uses that)."""
+        bs, cin = self.shape[:2]
+        cout, cin_g = weight.shape[:2]
+        kernel = weight.shape[2:]
+        if cout % groups:
+            raise ValueError(f"{op}: out channels {cout} (weight shape {weight.shape}) must divide by groups {groups}")
+        if cin != cin_g * groups:
+            raise ValueError(
+                f"{op}: input has {cin} channels (shape {self.shape}), the weight of shape {weight.shape} with "
+                f"groups={groups} expects {cin_g * groups} (weight.shape[1] * groups)"
+            )
+        if bias is not None and bias.shape != (cout,):
+            raise ValueError(f"{op}: bias must have shape ({cout},) for weight shape {weight.shape}, got {bias.shape}")
+        spatial = self.shape[2:]
+        padded = tuple(i + b + a for i, (b, a) in zip(spatial, pads))
+        for i, k, d in zip(padded, kernel, dilation):
+            if d * (k - 1) + 1 > i:
+                raise ValueError(
+                    f"{op}: the kernel {kernel} (dilation {dilation}) is bigger than the padded input {padded} "
+                    f"(input shape {self.shape})"
+                )
+        n = len(kernel)
+        x = self.pad(((0, 0), (0, 0), *pads))._pool(kernel, stride, dilation)  # (N, Cin, *out, *kernel)
+        out = x.shape[2 : 2 + n]
+        # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
+        x = x.reshape(bs, groups, 1, cin_g, *out, *kernel)
+        w = weight.reshape(1, groups, cout // groups, cin_g, *(1,) * n, *kernel)
+        acc = tensor_dtype(dtype, op) if dtype is not None else None
+        y = (x * w).sum((3, *range(4 + n, 4 + 2 * n)), dtype=acc).reshape(bs, cout, *out)
+        return y if bias is None else y + bias.reshape(1, cout, *(1,) * n)
+
+    def conv_transpose2d(
+        self,
+        weight: Tensor,
+        bias: Tensor | None = None,
+        groups: int = 1,
+        stride: int | Sequence[int] = 1,
+        dilation: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        output_padding: int | Sequence[int] = 0,
+    ) -> Tensor:
+        """Transposed convolution (the gradient of conv2d with respect to its input), any number of spatial
+        dims, as torch.nn.functional.conv_transpose*d: input (N, Cin, *spatial), weight (Cin, Cout / groups,
+        *kernel). Each output size is (i - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
+
+        >>> Tensor([[[1.0, 2.0]]]).conv_transpose2d(Tensor([[[1.0, 10.0]]]), stride=2).tolist()
+        [[[1.0, 10.0, 2.0, 20.0]]]
+        """
+        op = "conv_transpose2d"
+        x, w, unbatched = self._conv_args(weight, bias, groups, op)
+        n = w.ndim - 2
+        kernel = w.shape[2:]
+        stride_ = _positive(stride, n, op, "stride")
+        dilation_ = _positive(dilation, n, op, "dilation")
+        pads = _pad_pairs(padding, n, op)
+        if any(b != a for b, a in pads):
+            raise ValueError(f"{op}: padding must be the same on both sides of a dim, got {padding!r}")
+        out_pad = _per_dim(output_padding, n, op, "output_padding")
+        for o, s, d in zip(out_pad, stride_, dilation_):
+            if not 0 <= o < max(s, d):
+                raise ValueError(
+                    f"{op}: output_padding {out_pad} must be non-negative and smaller than stride {stride_} "
+                    f"or dilation {dilation_}"
+                )
+        cin, cout_g = w.shape[:2]
+        if cin % groups:
+            raise ValueError(f"{op}: in channels {cin} (weight shape {w.shape}) must divide by groups {groups}")
+        if x.shape[1] != cin:
+            raise ValueError(
+                f"{op}: input has {x.shape[1]} channels (shape {self.shape}), the weight of shape {w.shape} "
+                f"expects {cin} (weight.shape[0])"
+            )
+        spatial = x.shape[2:]
+        sizes = [
+            (i - 1) * s - 2 * p + d * (k - 1) + o + 1
+            for i, s, (p, _), d, k, o in zip(spatial, stride_, pads, dilation_, kernel, out_pad)
+        ]
+        if any(i <= 0 for i in spatial) or any(s <= 0 for s in sizes):
+            raise ValueError(f"{op}: input shape {x.shape} with weight {w.shape} gives output size {tuple(sizes)}")
+        # a transposed conv is a conv of the input spread out by the stride (stride - 1 zeros between elements),
+        # with the kernel flipped and its in/out channels swapped within each group
+        if any(s > 1 for s in stride_):
+            lead = x.shape[:2]
+            x = x.reshape(*lead, *(v for i in spatial for v in (i, 1)))
+            x = x.pad(((0, 0), (0, 0), *((0, 0) if j % 2 == 0 else (0, stride_[j // 2] - 1) for j in range(2 * n))))
+            x = x.reshape(*lead, *(i * s for i, s in zip(spatial, stride_)))
+            x = x.shrink(((0, lead[0]), (0, lead[1]), *((0, (i - 1) * s + 1) for i, s in zip(spatial, stride_))))
+        w = w.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2).flip(*range(3, 3 + n))
+        w = w.reshape(groups * cout_g, cin // groups, *kernel)
+        conv_pads = [
+            (d * (k - 1) - p, d * (k - 1) - p + o) for k, d, (p, _), o in zip(kernel, dilation_, pads, out_pad)
+        ]
+        out = x._conv(w, bias, groups, (1,) * n, dilation_, conv_pads, None, op)
+        return out.reshape(out.shape[1:]) if unbatched else out
+
+    # *** pooling ***
+
+    def _pool_args(
+        self, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool, op: str
+    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], list[tuple[int, int]], list[tuple[int, int]]]:
+        """Kernel, stride, dilation, the padding asked for, and that padding plus what ceil_mode adds after."""
+        if isinstance(kernel_size, (list, tuple)):
+            if not kernel_size:
+                raise ValueError(f"{op}: kernel_size must not be empty")
+            kernel = tuple(_int(k, op, "kernel_size") for k in kernel_size)
+        else:
+            kernel = (_int(kernel_size, op, "kernel_size"),) * 2
+        n = len(kernel)
+        _positive(kernel, n, op, "kernel_size")
+        if self.ndim < n:
+            raise ValueError(f"{op}: a {n}-d kernel {kernel} needs an input with at least {n} dims, got {self.shape}")
+        stride_ = kernel if stride is None else _positive(stride, n, op, "stride")
+        dilation_ = _positive(dilation, n, op, "dilation")
+        pads = _pad_pairs(padding, n, op)
+        for (b, a), k in zip(pads, kernel):
+            # as PyTorch: a window never lies wholly in the padding
+            if b > k // 2 or a > k // 2:
+                raise ValueError(f"{op}: padding {padding!r} must be at most half the kernel size {kernel}")
+        spatial = self.shape[self.ndim - n :]
+        ceil_pads = []
+        for i, k, s, d, (b, a) in zip(spatial, kernel, stride_, dilation_, pads):
+            span = d * (k - 1) + 1
+            if span > i + b + a:
+                raise ValueError(
+                    f"{op}: the kernel {kernel} (dilation {dilation_}) is bigger than the padded input "
+                    f"(input shape {self.shape}, padding {padding!r})"
+                )
+            extra = 0
+            if ceil_mode:
+                o = -(-(i + b + a - span) // s) + 1
+                if (o - 1) * s >= i + b:  # as PyTorch: the last window must start inside the input or the left pad
+                    o -= 1
+                extra = max(0, (o - 1) * s + span - (i + b + a))
+            ceil_pads.append((b, a + extra))
+        return kernel, stride_, dilation_, pads, ceil_pads
+
+    def _padded_windows(self, pads: list[tuple[int, int]], value: Any, kernel, stride, dilation) -> Tensor:
+        lead = ((0, 0),) * (self.ndim - len(kernel))
+        return self.pad((*lead, *pads), value=value)._pool(kernel, stride, dilation)
+
+    def max_pool2d(
+        self,
+        kernel_size: int | Sequence[int] = (2, 2),
+        stride: int | Sequence[int] | None = None,
+        dilation: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+    ) -> Tensor:
+        """The maximum over windows of the last len(kernel_size) axes (an int kernel_size is 2-d), as
+        torch.nn.functional.max_pool*d: stride defaults to the kernel size, padding (at most half the kernel)
+        is -inf, `ceil_mode` keeps a last partial window. The gradient goes to each window's maximum.
+
+        >>> Tensor([[[1.0, 3.0, 2.0, 5.0, 4.0]]]).max_pool2d((2,), ceil_mode=True).tolist()
+        [[[3.0, 5.0, 4.0]]]
+        """
+        op = "max_pool2d"
+        kernel, stride_, dilation_, _, ceil_pads = self._pool_args(
+            kernel_size, stride, dilation, padding, ceil_mode, op
+        )
+        low = -math.inf if dtypes.is_float(self.dtype) else dtypes.min(self.dtype)
+        windows = self._padded_windows(ceil_pads, low, kernel, stride_, dilation_)
+        return windows.max(tuple(range(-len(kernel), 0)))
+
+    def avg_pool2d(
+        self,
+        kernel_size: int | Sequence[int] = (2, 2),
+        stride: int | Sequence[int] | None = None,
+        dilation: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ) -> Tensor:
+        """The mean over windows of the last len(kernel_size) axes (an int kernel_size is 2-d), as
+        torch.nn.functional.avg_pool*d: the zero padding counts in the divisor when `count_include_pad`; the
+        part of a `ceil_mode` window past the padding never counts.
+
+        >>> Tensor([[[1.0, 3.0, 2.0, 5.0, 4.0]]]).avg_pool2d((2,), ceil_mode=True).tolist()
+        [[[2.0, 3.5, 4.0]]]
+        """
+        op = "avg_pool2d"
+        kernel, stride_, dilation_, pads, ceil_pads = self._pool_args(
+            kernel_size, stride, dilation, padding, ceil_mode, op
+        )
+        axes = tuple(range(-len(kernel), 0))
+        x = self._float()
+        total = x._padded_windows(ceil_pads, 0.0, kernel, stride_, dilation_).sum(axes)
+        if count_include_pad and ceil_pads == pads:
+            return total / prod(kernel)
+        # each window's divisor is the number of its taps on the input (and on the asked-for padding when that
+        # counts), never those on the ceil_mode extra; it depends on shapes only, so it is computed here
+        spatial = self.shape[self.ndim - len(kernel) :]
+        count = np.ones((), np.float64)
+        for i, k, s, d, (b, a), o in zip(
+            spatial, kernel, stride_, dilation_, pads, total.shape[total.ndim - len(kernel) :]
+        ):
+            lo, hi = (-b, i + a) if count_include_pad else (0, i)
+            taps = np.arange(o)[:, None] * s - b + np.arange(k)[None, :] * d
+            count = np.multiply.outer(count, ((taps >= lo) & (taps < hi)).sum(1))
+        return total / type(self)(count.astype(np.float32), device=self.device).cast(total.dtype)
+
+    # *** losses ***
+
+    def _class_targets(self, Y: Any, cdim: int, op: str) -> Tensor:
+        """Checks integer class targets `Y` for logits of this shape with classes on axis `cdim`."""
+        _need_tensor(Y, type(self), op, "Y")
+        _need_int(Y, op, "Y")
+        want = self.shape[:cdim] + self.shape[cdim + 1 :]
+        if Y.shape != want:
+            raise ValueError(f"{op}: Y has shape {Y.shape}, expected {want} for input of shape {self.shape}")
+        if Y.device != self.device:
+            raise RuntimeError(f"{op}: tensors on different devices ({self.device} and {Y.device})")
+        return Y
+
+    def _class_mask(self, Y: Tensor, cdim: int) -> Tensor:
+        """A bool tensor of self's shape: True where the index along `cdim` is Y's class (out-of-range classes,
+        such as an ignore_index, match nothing)."""
+        n = self.shape[cdim]
+        classes = self.arange(n, dtype=dtypes.int32, device=self.device).reshape(n, *(1,) * (self.ndim - cdim - 1))
+        return Y.cast(dtypes.int64 if Y.dtype.itemsize > 4 else dtypes.int32).unsqueeze(cdim) == classes
+
+    def cross_entropy(
+        self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100
+    ) -> Tensor:
+        """Cross entropy of logits (N, C) or (N, C, d1, ...) (or unbatched (C,)) against integer class indices
+        Y (N, d1, ...) or class probabilities of the logits' shape, as torch.nn.functional.cross_entropy:
+        log_softmax over the class axis, with `label_smoothing` mixing in the uniform distribution. Index
+        targets equal to `ignore_index` add nothing and do not count in the mean.
+
+        >>> round(Tensor([[2.0, 0.0, 0.0]]).cross_entropy(Tensor([0])).item(), 4)
+        0.2395
+        """
+        op = "cross_entropy"
+        _reduction(reduction, op)
+        eps = _smoothing(label_smoothing, op)
+        _need_float(self, op, "input")
+        if self.ndim == 0:
+            raise ValueError(f"{op}: input must be (C,) or (N, C, ...), got a 0-d tensor")
+        _need_tensor(Y, type(self), op, "Y")
+        cdim = 1 if self.ndim >= 2 else 0
+        n = self.shape[cdim]
+        logp = self.log_softmax(cdim)
+        if dtypes.is_float(Y.dtype):
+            if Y.shape != self.shape:
+                raise ValueError(f"{op}: probability targets Y must have the input's shape {self.shape}, got {Y.shape}")
+            probs = Y.cast(logp.dtype)
+            if eps:
+                probs = probs * (1 - eps) + eps / n
+            return _reduce_loss(-(logp * probs).sum(cdim), reduction)
+        Y = self._class_targets(Y, cdim, op)
+        loss = -self._class_mask(Y, cdim).where(logp, 0.0).sum(cdim)
+        if eps:
+            loss = loss * (1 - eps) - logp.mean(cdim) * eps
+        keep = ignore_index != Y
+        loss = keep.where(loss, 0.0)
+        if reduction == "mean":
+            return loss.sum() / keep.sum().cast(loss.dtype)
+        return _reduce_loss(loss, reduction)
+
+    def sparse_categorical_crossentropy(
+        self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean"
+    ) -> Tensor:
+        """tinygrad's cross entropy of logits (..., C) (classes last) against integer classes Y (...):
+        entries equal to `ignore_index` add nothing and do not count in the mean.
+
+        >>> round(Tensor([[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]]).sparse_categorical_crossentropy(Tensor([0, -1])).item(), 4)
+        0.2395
+        """
+        op = "sparse_categorical_crossentropy"
+        _reduction(reduction, op)
+        eps = _smoothing(label_smoothing, op)
+        _need_float(self, op, "input")
+        if self.ndim == 0:
+            raise ValueError(f"{op}: input must have a class axis (..., C), got a 0-d tensor")
+        Y = self._class_targets(Y, self.ndim - 1, op)
+        logp = self.log_softmax(-1)
+        loss = -self._class_mask(Y, self.ndim - 1).where(logp, 0.0).sum(-1)
+        if eps:
+            loss = loss * (1 - eps) - logp.mean(-1) * eps
+        keep = ignore_index != Y
+        loss = keep.where(loss, 0.0)
+        if reduction == "mean":
+            return loss.sum() / keep.sum().cast(loss.dtype)
+        return _reduce_loss(loss, reduction)
+
+    def nll_loss(
+        self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean"
+    ) -> Tensor:
+        """Negative log likelihood of log-probabilities (N, C) or (N, C, d1, ...) (or unbatched (C,)) at the
+        integer classes Y, as torch.nn.functional.nll_loss: `weight` (C,) scales each class, and 'mean' divides
+        by the summed weights of the targets that are not `ignore_index`.
+
+        >>> Tensor([[-0.5, -1.0], [-2.0, -0.1]]).nll_loss(Tensor([1, 0])).item()
+        1.5
+        """
+        op = "nll_loss"
+        _reduction(reduction, op)
+        _need_float(self, op, "input")
+        if self.ndim == 0:
+            raise ValueError(f"{op}: input must be (C,) or (N, C, ...), got a 0-d tensor")
+        cdim = 1 if self.ndim >= 2 else 0
+        Y = self._class_targets(Y, cdim, op)
+        mask = self._class_mask(Y, cdim)
+        _need_tensor(weight, type(self), op, "weight", optional=True)
+        if weight is None:
+            w = mask.where(1.0, 0.0).sum(cdim).cast(self.dtype)  # 1 for a class in range
+        else:
+            if weight.shape != (self.shape[cdim],):
+                raise ValueError(
+                    f"{op}: weight must have shape ({self.shape[cdim]},) for input of shape {self.shape}, "
+                    f"got {weight.shape}"
+                )
+            shaped = weight.cast(self.dtype).reshape(self.shape[cdim], *(1,) * (self.ndim - cdim - 1))
+            w = mask.where(shaped, 0.0).sum(cdim)
+        if ignore_index is not None:
+            w = (ignore_index != Y).where(w, 0.0)
+        loss = -mask.where(self, 0.0).sum(cdim) * w
+        if reduction == "mean":
+            return loss.sum() / w.sum()
+        return _reduce_loss(loss, reduction)
+
+    def _binary_target(self, Y: Any, op: str) -> Tensor:
+        _need_float(self, op, "input")
+        _need_tensor(Y, type(self), op, "Y")
+        if Y.shape != self.shape:
+            raise ValueError(f"{op}: Y has shape {Y.shape}, the input {self.shape}; they must match")
+        if Y.device != self.device:
+            raise RuntimeError(f"{op}: tensors on different devices ({self.device} and {Y.device})")
+        return Y.cast(self.dtype)
+
+    def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
+        """Binary cross entropy of probabilities against targets Y in [0, 1] of the same shape:
+        -(Y log p + (1 - Y) log(1 - p)), each log clamped at -100 as PyTorch does.
+
+        >>> round(Tensor([0.8, 0.4]).binary_crossentropy(Tensor([1.0, 0.0])).item(), 4)
+        0.367
+        """
+        op = "binary_crossentropy"
+        _reduction(reduction, op)
+        Y = self._binary_target(Y, op)
+        loss = -(Y * self.log().maximum(-100.0) + (1 - Y) * (1 - self).log().maximum(-100.0))
+        return _reduce_loss(loss, reduction)
+
+    def binary_crossentropy_logits(
+        self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None
+    ) -> Tensor:
+        """Binary cross entropy of logits (sigmoid inside, computed with logsigmoid so large logits stay
+        finite); `pos_weight` scales the positive term (broadcast along the last axis), as
+        torch.nn.functional.binary_cross_entropy_with_logits.
+
+        >>> round(Tensor([2.0, -1.0]).binary_crossentropy_logits(Tensor([1.0, 0.0])).item(), 4)
+        0.2201
+        """
+        op = "binary_crossentropy_logits"
+        _reduction(reduction, op)
+        Y = self._binary_target(Y, op)
+        pos = Y * self.logsigmoid()
+        if pos_weight is not None:
+            _need_tensor(pos_weight, type(self), op, "pos_weight")
+            try:
+                self._broadcast_shape(op, pos_weight.shape, self.shape)
+            except ValueError:
+                raise ValueError(
+                    f"{op}: pos_weight of shape {pos_weight.shape} does not broadcast to the input's {self.shape}"
+                ) from None
+            pos = pos * pos_weight.cast(self.dtype)
+        return _reduce_loss(-(pos + (1 - Y) * (-self).logsigmoid()), reduction)
+
+    # *** normalization ***
+
+    def _norm_input(self, op: str) -> tuple[Tensor, DType]:
+        """The input in the dtype the statistics are computed in, and the dtype of the result."""
+        out = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
+        return self.cast(compute_dtype(out)), out
+
+    def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+        """(x - mean) / sqrt(var + eps) over `axis` (biased variance; no affine part: nn.LayerNorm adds it).
+
+        >>> Tensor([[1.0, 3.0, 5.0]]).layernorm().numpy().round(4)
+        array([[-1.2247,  0.    ,  1.2247]], dtype=float32)
+        """
+        x, out = self._norm_input("layernorm")
+        axes = self._axes(axis, "layernorm")
+        y = x - x.mean(axes, keepdim=True)
+        return (y * ((y * y).mean(axes, keepdim=True) + eps).rsqrt()).cast(out)
+
+    def rms_norm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Tensor:
+        """x / sqrt(mean(x^2) + eps) over `axis` (no affine part: nn.RMSNorm adds it).
+
+        >>> Tensor([[3.0, 4.0]]).rms_norm(eps=0.0).numpy().round(4)
+        array([[0.8485, 1.1314]], dtype=float32)
+        """
+        x, out = self._norm_input("rms_norm")
+        axes = self._axes(axis, "rms_norm")
+        return (x * ((x * x).mean(axes, keepdim=True) + eps).rsqrt()).cast(out)
+
+    def batchnorm(
+        self,
+        weight: Tensor | None,
+        bias: Tensor | None,
+        mean: Tensor,
+        invstd: Tensor,
+        axis: int | Sequence[int] = 1,
+    ) -> Tensor:
+        """(x - mean) * invstd * weight + bias, with each of them (shape: the sizes of `axis`) broadcast along
+        `axis` (tinygrad's batchnorm; weight and bias may be None).
+
+        >>> x = Tensor([[1.0, 10.0], [3.0, 30.0]])
+        >>> x.batchnorm(None, None, Tensor([2.0, 20.0]), Tensor([1.0, 0.1])).tolist()
+        [[-1.0, -1.0], [1.0, 1.0]]
+        """
+        op = "batchnorm"
+        axes = self._axes(axis, op)
+        want = tuple(self.shape[a] for a in axes)
+        shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+        parts = []
+        for name, t in (("weight", weight), ("bias", bias), ("mean", mean), ("invstd", invstd)):
+            _need_tensor(t, type(self), op, name, optional=name in ("weight", "bias"))
+            if t is not None and t.shape != want:
+                raise ValueError(
+                    f"{op}: {name} must have shape {want} (axis {axis} of input shape {self.shape}), got {t.shape}"
+                )
+            parts.append(None if t is None else t.reshape(shape))
+        w, b, m, inv = parts
+        x = (self - m) * inv
+        if w is not None:
+            x = x * w
+        return x if b is None else x + b
+
+    # *** attention ***
+
+    def scaled_dot_product_attention(
+        self,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        dropout_p: float = 0.0,
+        is_causal: bool = False,
+        scale: float | None = None,
+        enable_gqa: bool = False,
+    ) -> Tensor:
+        """softmax(q @ k^T * scale + mask) @ v over the last two axes (query (..., L, E), key (..., S, E),
+        value (..., S, Ev)), as torch.nn.functional.scaled_dot_product_attention: scale defaults to 1/sqrt(E);
+        a bool `attn_mask` keeps where True, a float one is added; `is_causal` keeps j <= i; dropout applies
+        in training mode. With `enable_gqa`, key/value heads (axis -3) are shared by groups of query heads.
+
+        >>> q = Tensor([[1.0, 0.0]])
+        >>> q.scaled_dot_product_attention(Tensor([[1.0, 0.0], [0.0, 1.0]]), Tensor([[1.0], [3.0]])).numpy().round(4)
+        array([[1.6605]], dtype=float32)
+        """
+        op = "scaled_dot_product_attention"
+        for name, t in (("key", key), ("value", value)):
+            _need_tensor(t, type(self), op, name)
+        _need_tensor(attn_mask, type(self), op, "attn_mask", optional=True)
+        if min(self.ndim, key.ndim, value.ndim) < 2:
+            raise ValueError(
+                f"{op}: query, key and value need at least 2 dims, got {self.shape}, {key.shape}, {value.shape}"
+            )
+        if key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
+            raise ValueError(
+                f"{op}: query {self.shape}, key {key.shape} and value {value.shape} do not fit (..., L, E), "
+                "(..., S, E), (..., S, Ev)"
+            )
+        if enable_gqa and key.ndim >= 3 and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
+            heads, kv_heads = self.shape[-3], key.shape[-3]
+            if heads % kv_heads or value.shape[-3] != kv_heads:
+                raise ValueError(f"{op}: {heads} query heads cannot share {kv_heads} key/value heads")
+            key = key.repeat_interleave(heads // kv_heads, dim=-3)
+            value = value.repeat_interleave(heads // kv_heads, dim=-3)
+        if not isinstance(dropout_p, (int, float)) or isinstance(dropout_p, bool) or not 0 <= dropout_p <= 1:
+            raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p!r}")
+        calc = compute_dtype(self.dtype) if dtypes.is_float(self.dtype) else dtypes.default_float
+        s = 1 / math.sqrt(self.shape[-1]) if scale is None else scale
+        qk = self.cast(calc).matmul(key.cast(calc).transpose(-1, -2)) * s
+        L, S = qk.shape[-2:]
+        if is_causal:
+            if attn_mask is not None:
+                raise RuntimeError(f"{op}: pass attn_mask or is_causal=True, not both")
+            attn_mask = self.ones(L, S, dtype=dtypes.bool, device=self.device).tril()
+        if attn_mask is not None:
+            try:
+                self._broadcast_shape(op, attn_mask.shape, qk.shape)
+            except ValueError:
+                raise ValueError(
+                    f"{op}: attn_mask of shape {attn_mask.shape} does not broadcast to the scores' {qk.shape}"
+                ) from None
+            if dtypes.is_bool(attn_mask.dtype):
+                qk = attn_mask.where(qk, -math.inf)
+            else:
+                qk = qk + attn_mask.cast(calc)
+        out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
+        weights = qk.softmax(-1).cast(out_dt).dropout(dropout_p)
+        return weights @ value.cast(out_dt)
+
+    # *** initializers ***
+
+    @classmethod
+    def kaiming_uniform(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        """Uniform in [-bound, bound], bound = sqrt(6 / ((1 + a^2) * fan_in)), fan_in = prod(shape[1:]) (He
+        initialization for leaky_relu with slope `a`). kwargs: dtype, device.
+
+        >>> Tensor.manual_seed(0); w = Tensor.kaiming_uniform(4, 6)
+        >>> w.shape, bool((w.abs() <= 1.0).all())
+        ((4, 6), True)
+        """
+        sizes = shape_arg(shape, "kaiming_uniform")
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(_fan_in(sizes, "kaiming_uniform"))
+        return cls.uniform(*sizes, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def kaiming_normal(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        """Normal with mean 0 and std sqrt(2 / ((1 + a^2) * fan_in)), fan_in = prod(shape[1:]).
+
+        >>> Tensor.manual_seed(0); Tensor.kaiming_normal(3, 2, dtype="float16").dtype
+        dtypes.float16
+        """
+        sizes = shape_arg(shape, "kaiming_normal")
+        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(_fan_in(sizes, "kaiming_normal"))
+        return cls.normal(*sizes, mean=0.0, std=std, **kwargs)
+
+    @classmethod
+    def glorot_uniform(cls, *shape: Any, **kwargs: Any) -> Tensor:
+        """Uniform in [-bound, bound], bound = sqrt(6 / (shape[0] + prod(shape[1:]))) (Xavier/Glorot).
+
+        >>> Tensor.manual_seed(0); bool((Tensor.glorot_uniform(2, 4).abs() <= 1.0).all())
+        True
+        """
+        sizes = shape_arg(shape, "glorot_uniform")
+        fan_in = _fan_in(sizes, "glorot_uniform")
+        bound = math.sqrt(6 / (sizes[0] + fan_in))
+        return cls.uniform(*sizes, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> Tensor:
+        """Uniform in [-1, 1) scaled by 1 / sqrt(numel) (tinygrad's scaled_uniform).
+
+        >>> Tensor.manual_seed(0); bool((Tensor.scaled_uniform(4, 4).abs() <= 0.25).all())
+        True
+        """
+        sizes = shape_arg(shape, "scaled_uniform")
+        _fan_in(sizes, "scaled_uniform")
+        return cls.uniform(*sizes, low=-1.0, high=1.0, **kwargs) * prod(sizes) ** -0.5
+
+    @classmethod
+    def randperm(cls, n: int, device: str | None = None, dtype: DType | str = dtypes.int32) -> Tensor:
+        """A random permutation of 0, ..., n - 1 (the order that sorts n uniform random numbers).
+
+        >>> Tensor.manual_seed(0); sorted(Tensor.randperm(5).tolist())
+        [0, 1, 2, 3, 4]
+        """
+        n = _int(n, "randperm", "n")
+        if n < 0:
+            raise ValueError(f"randperm: n must be non-negative, got {n}")
+        dt = tensor_dtype(dtype, "randperm")
+        if dtypes.is_bool(dt) or (not dtypes.is_int(dt) and not dtypes.is_float(dt)):
+            raise TypeError(f"randperm: dtype must be an integer or float dtype, got {dt!r}")
+        return cls.rand(n, device=device).argsort().cast(dt)

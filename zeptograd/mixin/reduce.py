@@ -322,7 +322,7 @@ class ReduceMixin:
         1.0
         """
         var, _, out = self._var(_pick_axis(axis, dim, "std"), keepdim, correction, unbiased, "std")
-        return var.sqrt().cast(out)
+        return var._norm_sqrt().cast(out)
 
     def var_mean(
         self,
@@ -356,7 +356,7 @@ class ReduceMixin:
         [1.0, 2.0]
         """
         var, mean, out = self._var(_pick_axis(axis, dim, "std_mean"), keepdim, correction, unbiased, "std_mean")
-        return var.sqrt().cast(out), mean.cast(out)
+        return var._norm_sqrt().cast(out), mean.cast(out)
 
     def logsumexp(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
         """log(sum(exp(x))) over `axis`, computed as max + log(sum(exp(x - max))) so large values do not
@@ -385,7 +385,18 @@ class ReduceMixin:
         out = x._scan_last(op, name)
         if op is Ops.ADD:
             out = out._custom_grad("cumsum", x)
+        elif op is Ops.MAX and dtypes.is_float(x.dtype):
+            out = out._custom_grad("cummax", x)
         return out.movedim(-1, ax)
+
+    def _cummax_source(self, out: Tensor) -> Tensor:
+        """For a running maximum `out` of self along the last axis, the position each output value comes from:
+        the last one so far that equals it (PyTorch's cummax indices, so ties give their gradient as PyTorch
+        does). A position holds the running maximum when its value equals the output there; the source of output
+        j is the last such position up to j."""
+        n = self.shape[-1]
+        at = self.arange(n, dtype=dtypes.int32, device=self.device)._broadcast_to(self.shape)
+        return (self == out).where(at, 0)._scan_last(Ops.MAX, "cummax")
 
     def _scan_last(self, op: Ops, name: str) -> Tensor:
         """The scan along the last axis. Up to SCAN_BLOCK elements it reduces a window per output (O(n**2)
@@ -593,6 +604,14 @@ class ReduceMixin:
 def _cumsum_grad_last(g: Tensor, out: Tensor, x: Tensor) -> tuple[Tensor]:
     """The gradient of a running sum along the last axis is the running sum of g from the end."""
     return (g.flip(-1).cumsum(-1).flip(-1),)
+
+
+@custom_gradient("cummax")
+def _cummax_grad_last(g: Tensor, out: Tensor, x: Tensor) -> tuple[Tensor]:
+    """Each running maximum (along the last axis) gives its gradient to the one position it was read from: the
+    last one that ties, as PyTorch's cummax. (Found here, not passed in, so that the forward graph never holds
+    it.)"""
+    return (_sort_grad_last(g, out, x, x._cummax_source(out))[0],)
 
 
 @custom_gradient("sort")

@@ -1,0 +1,120 @@
+"""Training-step speed of zeptograd against torch (a benchmark, not a test).
+
+    python bench/train.py              # MLP 784-256-10, batch 128, plain SGD: steps per second
+    python bench/train.py --quick      # a few steps: a smoke test
+
+One step is what a training loop does: forward, cross-entropy loss, backward, SGD update of every parameter, and
+reading the loss back (`loss.item()`). Both libraries start from the same weights and see the same batches
+(random images and labels, fixed per step), so after the timed steps their losses must agree: the notes say ok
+when the last losses match to 1e-4 (relative). zeptograd's first steps compile the kernels (the warm-up, untimed);
+the kernel cache starts empty (a fresh ZEPTOGRAD_CACHE_DIR). torch runs with torch.set_num_threads(os.cpu_count()).
+The figure is the median steps/s over windows of 10 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+_cache = tempfile.mkdtemp(prefix="zeptograd-bench-")
+os.environ["ZEPTOGRAD_CACHE_DIR"] = _cache
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from zeptograd import GlobalCounters, Tensor, nn  # noqa: E402
+from zeptograd.nn import optim  # noqa: E402
+
+IN, HIDDEN, OUT, BATCH, LR = 784, 256, 10, 128, 0.01
+
+
+def batches(steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return [
+        (rng.random((BATCH, IN), dtype=np.float32), rng.integers(0, OUT, BATCH).astype(np.int32)) for _ in range(steps)
+    ]
+
+
+def run_zeptograd(data, warmup: int) -> tuple[list[float], float, int]:
+    Tensor.manual_seed(0)
+    l1, l2 = nn.Linear(IN, HIDDEN), nn.Linear(HIDDEN, OUT)
+    init = [p.numpy().copy() for p in (l1.weight, l1.bias, l2.weight, l2.bias)]
+    opt = optim.SGD([l1.weight, l1.bias, l2.weight, l2.bias], lr=LR)
+    times, losses, kernels = [], [], 0
+    for i, (x, y) in enumerate(data):
+        start = time.perf_counter()
+        GlobalCounters.reset()
+        loss = l2(l1(Tensor(x)).relu()).sparse_categorical_crossentropy(Tensor(y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        kernels = GlobalCounters.kernel_count
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return times, losses, kernels, init
+
+
+def run_torch(data, init, warmup: int) -> tuple[list[float], list[float]]:
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    l1, l2 = torch.nn.Linear(IN, HIDDEN), torch.nn.Linear(HIDDEN, OUT)
+    with torch.no_grad():
+        for p, v in zip((l1.weight, l1.bias, l2.weight, l2.bias), init):
+            p.copy_(torch.from_numpy(v))
+    opt = torch.optim.SGD([*l1.parameters(), *l2.parameters()], lr=LR)
+    times, losses = [], []
+    for i, (x, y) in enumerate(data):
+        start = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(l2(l1(torch.from_numpy(x)).relu()), torch.from_numpy(y).long())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return times, losses
+
+
+def steps_per_second(times: list[float]) -> float:
+    windows = [sum(times[i : i + 10]) / len(times[i : i + 10]) for i in range(0, len(times), 10)]
+    return 1 / statistics.median(windows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--steps", type=int, default=60)
+    args = parser.parse_args()
+    warmup = 3
+    steps = 6 if args.quick else args.steps
+    data = batches(steps + warmup)
+    zg_times, zg_losses, kernels, init = run_zeptograd(data, warmup)
+    zg = steps_per_second(zg_times)
+    try:
+        torch_times, torch_losses = run_torch(data, init, warmup)
+    except ImportError:
+        torch_times, torch_losses = [], []
+    print(f"MLP {IN}-{HIDDEN}-{OUT}, batch {BATCH}, SGD: one training step (forward, backward, update, loss.item())")
+    print(f"{'':12}{'steps/s':>10}{'ms/step':>10}")
+    print(f"{'zeptograd':12}{zg:10.1f}{1e3 / zg:10.2f}   {kernels} kernels a step")
+    if torch_times:
+        th = steps_per_second(torch_times)
+        match = np.allclose(zg_losses, torch_losses, rtol=1e-4)
+        print(f"{'torch':12}{th:10.1f}{1e3 / th:10.2f}")
+        print(f"zeptograd/torch time: {th / zg:.1f}x   losses match torch: {'ok' if match else 'NO'}")
+        if not match:
+            print("zeptograd", zg_losses[-3:], "torch", torch_losses[-3:])
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        shutil.rmtree(_cache, ignore_errors=True)

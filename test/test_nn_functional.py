@@ -1,0 +1,656 @@
+"""Neural-network Tensor ops (zeptograd/mixin/nn.py): convolution, transposed convolution, pooling, losses,
+normalization, attention and initializers.
+
+Oracle: torch (values and gradients with respect to every float input, through a random upstream gradient);
+the initializers are checked statistically (bounds, mean, std), not against torch's generator."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from zeptograd import GlobalCounters, Tensor, dtypes
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _randn(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _against_torch(zfn, tfn, inputs: list[np.ndarray], others: tuple = (), atol: float = ATOL, rtol: float = RTOL):
+    """zfn(*tensors, *others) against tfn(*torch tensors, *others): the value, and the gradient of
+    sum(out * g) (g random) with respect to each float input."""
+    zs = [Tensor(a) for a in inputs]
+    ts = [torch.tensor(a, requires_grad=True) for a in inputs]
+    out, expect = zfn(*zs, *others), tfn(*ts, *others)
+    assert out.shape == tuple(expect.shape), (out.shape, tuple(expect.shape))
+    g = _randn(out.shape, 99)
+    grads = (out * Tensor(g)).sum().gradient(*zs)
+    (expect * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), expect.detach().numpy(), rtol=rtol, atol=atol)
+    for i, (gz, t) in enumerate(zip(grads, ts)):
+        np.testing.assert_allclose(gz.numpy(), t.grad.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+
+
+def _distinct(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Values with no ties (max pooling routes the gradient to one element in torch, splits ties here)."""
+    n = math.prod(shape)
+    return (np.random.default_rng(seed).permutation(n).astype(np.float32) / n - 0.5).reshape(shape)
+
+
+# *** conv2d ***
+
+TORCH_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+CONV_CASES = [
+    # (input shape, weight shape, kwargs)
+    ((2, 3, 7, 6), (4, 3, 3, 3), {}),
+    ((2, 3, 7, 6), (4, 3, 3, 2), {"padding": 1}),  # non-square kernel
+    ((2, 3, 7, 6), (4, 3, 3, 3), {"stride": 2, "padding": (1, 2)}),
+    ((2, 3, 7, 6), (4, 3, 2, 3), {"stride": (2, 1), "dilation": (2, 1), "padding": (2, 0)}),
+    ((2, 4, 7, 6), (6, 2, 3, 3), {"groups": 2, "stride": (1, 2), "dilation": 2, "padding": 2}),
+    ((1, 6, 5, 5), (6, 1, 3, 3), {"groups": 6, "padding": 1}),  # depthwise, batch 1
+    ((2, 3, 7, 6), (4, 3, 1, 1), {"stride": 3}),  # 1x1 kernel, stride larger than the kernel
+    ((2, 3, 7, 6), (4, 3, 2, 2), {"stride": 4}),  # windows with gaps between them
+    ((2, 3, 1, 6), (4, 3, 1, 3), {}),  # a spatial dim of size 1
+    ((2, 3, 7, 6), (4, 3, 7, 6), {}),  # the kernel covers the input: 1x1 output
+    ((2, 3, 7, 6), (4, 3, 3, 3), {"padding": "same", "dilation": (1, 2)}),
+    ((2, 3, 7, 6), (4, 3, 2, 2), {"padding": "same"}),  # even kernel: the extra pad goes after
+    ((2, 3, 7, 6), (4, 3, 3, 3), {"padding": "valid"}),
+    ((2, 3, 9), (4, 3, 3), {}),  # conv1d
+    ((2, 3, 9), (4, 3, 3), {"stride": 3, "padding": 2, "dilation": 2}),
+    ((2, 4, 9), (2, 2, 2), {"groups": 2, "stride": 2}),
+    ((2, 2, 4, 5, 3), (3, 2, 2, 3, 2), {}),  # conv3d
+    ((1, 2, 4, 5, 3), (4, 1, 2, 2, 2), {"stride": (1, 2, 1), "padding": (1, 0, 1), "groups": 2}),
+]
+
+
+@pytest.mark.no_roundtrip  # big graphs (forward and backward); test_nn_graphs_round_trip covers the pyrender check
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("xs,ws,kw", CONV_CASES)
+def test_conv2d(xs, ws, kw):
+    x, w, b = _randn(xs, 0), _randn(ws, 1), _randn(ws[:1], 2)
+    tconv = TORCH_CONV[len(xs) - 2]
+    _against_torch(lambda x, w, b: x.conv2d(w, b, **kw), lambda x, w, b: tconv(x, w, b, **kw), [x, w, b], atol=1e-4)
+
+
+def test_nn_graphs_round_trip():
+    """One small case per op family with the pyrender round trip of every graph built (forward and backward);
+    the parametrized tests skip it to keep the file fast."""
+    x, w = _distinct((1, 2, 4, 3), 16), _randn((2, 1, 2, 2), 17)
+    kw = {"groups": 2, "stride": 2}
+    _against_torch(lambda x, w: x.conv2d(w, **kw), lambda x, w: F.conv2d(x, w, **kw), [x, w])
+    _against_torch(
+        lambda x, w: x.conv_transpose2d(w, stride=2, padding=1, output_padding=1),
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
+        [x, w.reshape(2, 1, 2, 2)],
+    )
+    _against_torch(lambda x: x.max_pool2d((2, 2), stride=1, padding=1), lambda x: F.max_pool2d(x, 2, 1, 1), [x])
+    _against_torch(
+        lambda x: x.avg_pool2d((3, 2), padding=1, ceil_mode=True, count_include_pad=False),
+        lambda x: F.avg_pool2d(x, (3, 2), padding=1, ceil_mode=True, count_include_pad=False),
+        [x],
+    )
+    y = np.array([1, 0, 2], np.int64)
+    logits = _randn((3, 4), 18)
+    _against_torch(
+        lambda x: x.cross_entropy(Tensor(y), label_smoothing=0.1),
+        lambda x: F.cross_entropy(x, torch.tensor(y), label_smoothing=0.1),
+        [logits],
+    )
+    target = (logits > 0).astype(np.float32)
+    _against_torch(
+        lambda x: x.binary_crossentropy_logits(Tensor(target), pos_weight=Tensor([2.0])),
+        lambda x: F.binary_cross_entropy_with_logits(x, torch.tensor(target), pos_weight=torch.tensor([2.0])),
+        [logits],
+    )
+    _against_torch(lambda x: x.layernorm(), lambda x: F.layer_norm(x, (4,)), [logits])
+    q = logits.reshape(1, 3, 4)
+    _against_torch(
+        lambda q: q.scaled_dot_product_attention(q, q, is_causal=True),
+        lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True),
+        [q],
+    )
+
+
+@pytest.mark.no_roundtrip
+def test_conv2d_no_bias_flat_padding_and_unbatched():
+    x, w = _randn((2, 3, 7, 6), 3), _randn((4, 3, 3, 2), 4)
+    # PyTorch's flat form: (left, right, top, bottom), here uneven
+    _against_torch(
+        lambda x, w: x.conv2d(w, padding=(1, 0, 2, 1)),
+        lambda x, w: F.conv2d(F.pad(x, (1, 0, 2, 1)), w),
+        [x, w],
+        atol=1e-4,
+    )
+    # an unbatched (C, L) input, as nn.Conv1d accepts
+    x1, w1 = x[0, :, 0], w[:, :, 0]
+    _against_torch(lambda x, w: x.conv2d(w, padding=1), lambda x, w: F.conv1d(x, w, padding=1), [x1, w1])
+
+
+def test_conv2d_is_one_kernel():
+    x, w, b = Tensor(_randn((2, 3, 7, 6), 5)), Tensor(_randn((4, 3, 3, 3), 6)), Tensor(_randn((4,), 7))
+    for kw in ({}, {"padding": 1}, {"stride": 2, "dilation": 2, "padding": 2}):
+        out = x.conv2d(w, b, **kw)
+        GlobalCounters.reset()
+        out.realize()
+        assert GlobalCounters.kernel_count == 1, kw
+
+
+def test_conv2d_dtypes_and_python_device():
+    x, w = _randn((1, 2, 5, 4), 8), _randn((3, 2, 2, 2), 9)
+    expect = F.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()
+    half = Tensor(x, dtype=dtypes.float16).conv2d(Tensor(w, dtype=dtypes.float16), padding=1)
+    assert half.dtype is dtypes.float16
+    np.testing.assert_allclose(half.numpy().astype(np.float32), expect, rtol=1e-2, atol=1e-2)
+    acc = Tensor(x, dtype=dtypes.float16).conv2d(Tensor(w, dtype=dtypes.float16), padding=1, dtype=dtypes.float32)
+    assert acc.dtype is dtypes.float32
+    py = Tensor(x, device="PYTHON").conv2d(Tensor(w, device="PYTHON"), padding=1, stride=(2, 1))
+    assert py.device == "PYTHON"
+    np.testing.assert_allclose(py.numpy(), expect[:, :, ::2], rtol=RTOL, atol=1e-5)
+    xi, wi = np.arange(12, dtype=np.int32).reshape(1, 1, 3, 4), np.ones((1, 1, 2, 2), np.int32)
+    out = Tensor(xi).conv2d(Tensor(wi))
+    assert out.dtype is dtypes.int32 and out.tolist() == [[[[10, 14, 18], [26, 30, 34]]]]
+
+
+# *** conv_transpose2d ***
+
+TORCH_CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+CONV_T_CASES = [
+    ((2, 3, 4, 5), (3, 2, 3, 3), {}),
+    ((2, 3, 4, 5), (3, 2, 3, 2), {"stride": 2, "padding": 1, "output_padding": 1}),
+    ((2, 3, 4, 5), (3, 2, 3, 3), {"stride": (3, 2), "padding": (2, 0), "output_padding": (1, 0)}),
+    ((2, 4, 4, 5), (4, 3, 2, 3), {"groups": 2, "stride": 2, "dilation": (2, 1), "output_padding": (1, 1)}),
+    ((2, 3, 4, 5), (3, 2, 3, 3), {"stride": 2, "padding": 3}),  # padding past d * (k - 1): the conv crops
+    ((1, 2, 6), (2, 3, 4), {"stride": 3, "padding": 2, "output_padding": 2}),  # 1-d
+    ((1, 2, 3, 2, 3), (2, 2, 2, 3, 2), {"stride": (2, 1, 2), "padding": (0, 1, 1)}),  # 3-d
+]
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("xs,ws,kw", CONV_T_CASES)
+def test_conv_transpose2d(xs, ws, kw):
+    groups = kw.get("groups", 1)
+    x, w, b = _randn(xs, 10), _randn(ws, 11), _randn((ws[1] * groups,), 12)
+    tconv = TORCH_CONV_T[len(xs) - 2]
+    _against_torch(
+        lambda x, w, b: x.conv_transpose2d(w, b, **kw), lambda x, w, b: tconv(x, w, b, **kw), [x, w, b], atol=1e-4
+    )
+
+
+# *** pooling ***
+
+TORCH_MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+TORCH_AVG = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+
+POOL_CASES = [
+    # (input shape, kernel, kwargs)
+    ((2, 3, 7, 6), (2, 2), {}),
+    ((2, 3, 7, 6), (3, 3), {"stride": 2, "padding": 1}),
+    ((2, 3, 7, 6), (3, 2), {"stride": (1, 3), "padding": (1, 0)}),  # stride != kernel, each way
+    ((2, 3, 7, 6), (2, 3), {"stride": 2, "ceil_mode": True}),
+    ((2, 3, 7, 6), (3, 3), {"stride": 2, "padding": 1, "ceil_mode": True}),
+    ((1, 1, 5, 5), (2, 2), {"stride": 3, "ceil_mode": True}),  # a ceil window would start in the padding: dropped
+    ((1, 1, 1, 5), (1, 2), {"ceil_mode": True}),  # a size-1 axis
+    ((2, 3, 7, 6), (7, 6), {}),  # global pooling
+    ((2, 3, 9), (3,), {"stride": 2, "padding": 1}),  # 1-d
+    ((1, 2, 5, 4, 5), (2, 2, 3), {"stride": (2, 1, 2), "padding": (1, 0, 1)}),  # 3-d
+]
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("xs,k,kw", POOL_CASES)
+def test_max_pool2d(xs, k, kw):
+    tpool = TORCH_MAX[len(k)]
+    _against_torch(lambda x: x.max_pool2d(k, **kw), lambda x: tpool(x, k, **kw), [_distinct(xs, 13)])
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize(
+    "xs,k,kw", [((2, 3, 7, 6), (3, 3), {"dilation": 2, "padding": 1}), ((2, 3, 9), (2,), {"dilation": 3})]
+)
+def test_max_pool2d_dilation(xs, k, kw):
+    tpool = TORCH_MAX[len(k)]
+    _against_torch(lambda x: x.max_pool2d(k, **kw), lambda x: tpool(x, k, **kw), [_distinct(xs, 14)])
+
+
+def test_max_pool2d_defaults_and_ints():
+    x = np.arange(24, dtype=np.int32).reshape(1, 4, 6)
+    out = Tensor(x).max_pool2d()  # an int kernel_size: 2x2 over the last two axes, stride 2
+    assert out.dtype is dtypes.int32 and out.tolist() == [[[7, 9, 11], [19, 21, 23]]]
+    # padding with an integer dtype pads with the dtype's least value, not -inf
+    assert Tensor([[-5, -7, -1]]).max_pool2d((2,), padding=1).tolist() == [[-5, -1]]
+
+
+# count_include_pad=False only differs where a window reaches into padding (or a ceil_mode extra)
+AVG_CASES = [(*case, True) for case in POOL_CASES] + [
+    (*case, False) for case in POOL_CASES if case[2].get("padding") or case[2].get("ceil_mode")
+]
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("xs,k,kw,count_include_pad", AVG_CASES)
+def test_avg_pool2d(xs, k, kw, count_include_pad):
+    tpool = TORCH_AVG[len(k)]
+    _against_torch(
+        lambda x: x.avg_pool2d(k, count_include_pad=count_include_pad, **kw),
+        lambda x: tpool(x, k, count_include_pad=count_include_pad, **kw),
+        [_randn(xs, 15)],
+    )
+
+
+# *** losses ***
+
+REDUCTIONS = ["mean", "sum", "none"]
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_indices(reduction, smoothing):
+    y = np.array([0, 3, 1, 3], np.int64)
+    _against_torch(
+        lambda x: x.cross_entropy(Tensor(y.astype(np.int32)), reduction=reduction, label_smoothing=smoothing),
+        lambda x: F.cross_entropy(x, torch.tensor(y), reduction=reduction, label_smoothing=smoothing),
+        [_randn((4, 5), 20)],
+    )
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cross_entropy_spatial_ignore_index_and_unbatched(reduction):
+    y = np.random.default_rng(21).integers(0, 3, (2, 4, 2))
+    y[0, 1, 0] = y[1, 3, 1] = -100  # torch's default ignore_index
+    _against_torch(
+        lambda x: x.cross_entropy(Tensor(y), reduction=reduction, label_smoothing=0.1),
+        lambda x: F.cross_entropy(x, torch.tensor(y), reduction=reduction, label_smoothing=0.1),
+        [_randn((2, 3, 4, 2), 22)],
+    )
+    y2 = np.array([2, 1, 0], np.int64)
+    _against_torch(
+        lambda x: x.cross_entropy(Tensor(y2), reduction=reduction, ignore_index=1),
+        lambda x: F.cross_entropy(x, torch.tensor(y2), reduction=reduction, ignore_index=1),
+        [_randn((3, 4), 23)],
+    )
+    _against_torch(  # unbatched: logits (C,), target ()
+        lambda x: x.cross_entropy(Tensor(2), reduction=reduction),
+        lambda x: F.cross_entropy(x, torch.tensor(2), reduction=reduction),
+        [_randn((4,), 24)],
+    )
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+def test_cross_entropy_probabilities(reduction, smoothing):
+    probs = np.random.default_rng(25).dirichlet(np.ones(4), size=(3, 2)).transpose(0, 2, 1).astype(np.float32)
+    _against_torch(
+        lambda x, p: x.cross_entropy(p, reduction=reduction, label_smoothing=smoothing),
+        lambda x, p: F.cross_entropy(x, p, reduction=reduction, label_smoothing=smoothing),
+        [_randn((3, 4, 2), 26), probs],
+    )
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.25])
+def test_sparse_categorical_crossentropy(reduction, smoothing):
+    y = np.array([[1, -1, 4], [0, 2, -1]], np.int32)  # -1 is the default ignore_index
+    _against_torch(
+        lambda x: x.sparse_categorical_crossentropy(Tensor(y), label_smoothing=smoothing, reduction=reduction),
+        lambda x: F.cross_entropy(
+            x.permute(0, 2, 1), torch.tensor(y).long(), ignore_index=-1, label_smoothing=smoothing, reduction=reduction
+        ),
+        [_randn((2, 3, 5), 27)],
+    )
+    y1 = np.array([3, 0, 3, 1], np.int32)
+    _against_torch(
+        lambda x: x.sparse_categorical_crossentropy(Tensor(y1), ignore_index=3, reduction=reduction),
+        lambda x: F.cross_entropy(x, torch.tensor(y1, dtype=torch.int64), ignore_index=3, reduction=reduction),
+        [_randn((4, 5), 28)],
+    )
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss(reduction, weighted):
+    w = np.array([0.5, 2.0, 1.0, 0.1], np.float32)
+    y = np.array([1, 3, 0, 1, 2], np.int64)
+    logp = np.log(np.random.default_rng(29).dirichlet(np.ones(4), size=5)).astype(np.float32)
+    zw, tw = (Tensor(w), torch.tensor(w)) if weighted else (None, None)
+    _against_torch(
+        lambda x: x.nll_loss(Tensor(y), zw, ignore_index=3, reduction=reduction),
+        lambda x: F.nll_loss(x, torch.tensor(y), tw, ignore_index=3, reduction=reduction),
+        [logp],
+    )
+    ys = np.random.default_rng(30).integers(0, 4, (2, 3))
+    _against_torch(  # (N, C, d) without ignore_index
+        lambda x: x.nll_loss(Tensor(ys), zw, reduction=reduction),
+        lambda x: F.nll_loss(x, torch.tensor(ys), tw, reduction=reduction),
+        [_randn((2, 4, 3), 31)],
+    )
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_binary_crossentropy(reduction):
+    p = np.random.default_rng(32).uniform(0.05, 0.95, (3, 4)).astype(np.float32)
+    y = np.random.default_rng(33).uniform(0, 1, (3, 4)).astype(np.float32)  # soft targets
+    _against_torch(
+        lambda p: p.binary_crossentropy(Tensor(y), reduction=reduction),
+        lambda p: F.binary_cross_entropy(p, torch.tensor(y), reduction=reduction),
+        [p],
+    )
+    # torch clamps each log at -100: a probability of exactly 0 or 1 gives a finite loss
+    edge = Tensor([0.0, 1.0]).binary_crossentropy(Tensor([1.0, 0.0]), reduction=reduction)
+    expect = F.binary_cross_entropy(torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0]), reduction=reduction)
+    np.testing.assert_allclose(edge.numpy(), expect.numpy())
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("pos_weight", [False, True])
+def test_binary_crossentropy_logits(reduction, pos_weight):
+    x = _randn((3, 4), 34) * 4
+    x[0, 0], x[1, 1] = 80.0, -80.0  # far past where sigmoid rounds to 0 or 1: still finite and exact
+    y = (np.random.default_rng(35).uniform(0, 1, (3, 4)) > 0.5).astype(np.float32)
+    pw = np.array([0.5, 1.0, 2.0, 3.0], np.float32)
+    _against_torch(
+        lambda x: x.binary_crossentropy_logits(Tensor(y), reduction, Tensor(pw) if pos_weight else None),
+        lambda x: F.binary_cross_entropy_with_logits(
+            x, torch.tensor(y), reduction=reduction, pos_weight=torch.tensor(pw) if pos_weight else None
+        ),
+        [x],
+    )
+
+
+# *** normalization ***
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("shape,axis", [((2, 3, 5), -1), ((2, 3, 5), (1, 2)), ((4, 1), -1)])
+def test_layernorm(shape, axis):
+    norm = shape[-1:] if axis == -1 else shape[1:]
+    _against_torch(
+        lambda x: x.layernorm(axis, eps=1e-5),
+        lambda x: F.layer_norm(x, norm, eps=1e-5),
+        [_randn(shape, 40) * 3 + 1],
+        atol=1e-4,
+    )
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("shape,axis", [((2, 3, 5), -1), ((2, 3, 5), (1, 2))])
+def test_rms_norm(shape, axis):
+    norm = shape[-1:] if axis == -1 else shape[1:]
+    _against_torch(
+        lambda x: x.rms_norm(axis, eps=1e-6), lambda x: F.rms_norm(x, norm, eps=1e-6), [_randn(shape, 41) + 0.5]
+    )
+
+
+def test_batchnorm():
+    x, w, b, mean = _randn((2, 3, 4, 2), 42), _randn((3,), 43), _randn((3,), 44), _randn((3,), 45)
+    var = np.random.default_rng(46).uniform(0.5, 2, 3).astype(np.float32)
+    invstd = (1 / np.sqrt(var + 1e-5)).astype(np.float32)
+    _against_torch(
+        lambda x, w, b: x.batchnorm(w, b, Tensor(mean), Tensor(invstd)),
+        lambda x, w, b: F.batch_norm(x, torch.tensor(mean), torch.tensor(var), w, b, training=False, eps=1e-5),
+        [x, w, b],
+    )
+    # without weight and bias, and normalized along the last axis
+    xs = _randn((4, 3), 47)
+    out = Tensor(xs).batchnorm(None, None, Tensor(mean), Tensor(invstd), axis=-1)
+    np.testing.assert_allclose(out.numpy(), (xs - mean) * invstd, rtol=RTOL, atol=ATOL)
+
+
+# *** attention ***
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize(
+    "mask_kind,causal,scale", [(None, False, None), (None, True, None), ("bool", False, None), ("float", False, 0.3)]
+)
+def test_scaled_dot_product_attention(mask_kind, causal, scale):
+    q, k, v = _randn((2, 2, 3, 4), 50), _randn((2, 2, 5, 4), 51), _randn((2, 2, 5, 3), 52)
+    mask = None
+    if mask_kind == "bool":
+        mask = np.random.default_rng(53).uniform(0, 1, (3, 5)) > 0.4
+        mask[:, 0] = True  # no row is masked out entirely
+    elif mask_kind == "float":
+        mask = _randn((2, 1, 3, 5), 54)
+    _against_torch(
+        lambda q, k, v: q.scaled_dot_product_attention(
+            k, v, None if mask is None else Tensor(mask), is_causal=causal, scale=scale
+        ),
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, None if mask is None else torch.tensor(mask), is_causal=causal, scale=scale
+        ),
+        [q, k, v],
+    )
+
+
+@pytest.mark.no_roundtrip
+def test_scaled_dot_product_attention_gqa():
+    q, k, v = _randn((1, 4, 3, 2), 55), _randn((1, 2, 3, 2), 56), _randn((1, 2, 3, 2), 57)
+    _against_torch(
+        lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True, enable_gqa=True),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+        [q, k, v],
+    )
+
+
+@pytest.mark.no_roundtrip
+def test_scaled_dot_product_attention_dropout_only_in_training():
+    q = Tensor(_randn((2, 3, 4), 58))
+    plain = q.scaled_dot_product_attention(q, q).numpy()
+    np.testing.assert_array_equal(q.scaled_dot_product_attention(q, q, dropout_p=0.9).numpy(), plain)
+    with Tensor.train():
+        dropped = q.scaled_dot_product_attention(q, q, dropout_p=0.9).numpy()
+    assert not np.allclose(dropped, plain)
+
+
+# *** initializers ***
+
+
+@pytest.mark.no_roundtrip  # random numbers are big graphs (Threefry), and sorting more so
+def test_kaiming_and_glorot():
+    Tensor.manual_seed(3)
+    shape = (64, 32, 3, 3)  # fan_in 288
+    for name, bound in [
+        ("kaiming_uniform", math.sqrt(6 / ((1 + 0.01**2) * 288))),
+        ("glorot_uniform", math.sqrt(6 / (64 + 288))),
+    ]:
+        w = getattr(Tensor, name)(*shape).numpy()
+        assert w.shape == shape and w.dtype == np.float32
+        assert np.abs(w).max() <= bound and np.abs(w).max() > 0.98 * bound, name
+        assert abs(w.mean()) < 0.02 * bound and abs(w.std() - bound / math.sqrt(3)) < 0.03 * bound, name
+    w = Tensor.kaiming_uniform(200, 50, a=math.sqrt(5)).numpy()  # PyTorch's nn.Linear choice of a
+    assert np.abs(w).max() <= 1 / math.sqrt(50) and np.abs(w).max() > 0.98 / math.sqrt(50)
+    std = math.sqrt(2 / (1 + 0.01**2) / 288)
+    w = Tensor.kaiming_normal(shape).numpy()  # the shape as one tuple works too
+    assert abs(w.mean()) < 0.02 * std and abs(w.std() - std) < 0.03 * std
+    assert np.abs(w).max() > 3 * std  # a normal, not a uniform, distribution
+    half = Tensor.kaiming_uniform(4, 5, dtype=dtypes.float16, device="PYTHON")
+    assert half.dtype is dtypes.float16 and half.device == "PYTHON"
+    s = Tensor.scaled_uniform(16, 16).numpy()
+    assert np.abs(s).max() <= 1 / 16 and abs(s.std() - 1 / 16 / math.sqrt(3)) < 0.1 / 16
+
+
+@pytest.mark.no_roundtrip
+def test_randperm():
+    Tensor.manual_seed(4)
+    a, b = Tensor.randperm(20), Tensor.randperm(20)
+    assert a.dtype is dtypes.int32 and a.shape == (20,)
+    assert sorted(a.tolist()) == list(range(20)) and sorted(b.tolist()) == list(range(20))
+    assert a.tolist() != b.tolist() and a.tolist() != list(range(20))
+    assert Tensor.randperm(3, dtype=dtypes.int64).dtype is dtypes.int64
+    assert Tensor.randperm(0).shape == (0,) and Tensor.randperm(1).tolist() == [0]
+
+
+# *** bad input ***
+
+X = Tensor.zeros(2, 3, 7, 6)
+W = Tensor.zeros(4, 3, 3, 3)
+LOGITS = Tensor.zeros(4, 5)
+
+
+@pytest.mark.parametrize(
+    "fn,exc,match",
+    [
+        (lambda: X.conv2d(Tensor.zeros(4, 3)), ValueError, r"conv2d: weight must be .* got shape \(4, 3\)"),
+        (lambda: Tensor.zeros(3, 7).conv2d(W), ValueError, r"conv2d: .* needs a 4-d input .* got shape \(3, 7\)"),
+        (lambda: X.conv2d(Tensor.zeros(4, 2, 3, 3)), ValueError, r"conv2d: input has 3 channels .* expects 2"),
+        (lambda: X.conv2d(Tensor.zeros(4, 1, 3, 3), groups=2), ValueError, r"conv2d: input has 3 channels .* groups=2"),
+        (lambda: X.conv2d(Tensor.zeros(3, 1, 3, 3), groups=3, bias=Tensor.zeros(4)), ValueError, r"conv2d: bias"),
+        (
+            lambda: Tensor.zeros(2, 4, 7, 6).conv2d(Tensor.zeros(3, 2, 3, 3), groups=2),
+            ValueError,
+            r"must divide by groups",
+        ),
+        (lambda: X.conv2d(W, groups=0), ValueError, r"conv2d: groups must be positive"),
+        (
+            lambda: X.conv2d(Tensor.zeros(4, 3, 8, 3)),
+            ValueError,
+            r"conv2d: the kernel \(8, 3\) .* bigger than the padded input \(7, 6\)",
+        ),
+        (lambda: X.conv2d(W, dilation=4), ValueError, r"conv2d: the kernel \(3, 3\) \(dilation \(4, 4\)\) is bigger"),
+        (lambda: X.conv2d(W, stride=0), ValueError, r"conv2d: stride must be positive, got 0"),
+        (lambda: X.conv2d(W, stride=(1, 2, 3)), ValueError, r"conv2d: stride \(1, 2, 3\) needs 2 entries"),
+        (lambda: X.conv2d(W, padding=-1), ValueError, r"conv2d: padding must be non-negative"),
+        (lambda: X.conv2d(W, padding=(1, 1, 1)), ValueError, r"conv2d: padding \(1, 1, 1\) needs 2 entries .* or 4"),
+        (lambda: X.conv2d(W, padding="full"), ValueError, r"conv2d: padding string must be 'valid' or 'same'"),
+        (lambda: X.conv2d(W, padding="same", stride=2), ValueError, r"conv2d: padding='same' needs stride 1"),
+        (lambda: X.conv2d(W, stride=1.5), TypeError, r"conv2d: stride must be an int"),
+        (lambda: X.conv2d("w"), TypeError, r"conv2d: weight must be a Tensor"),
+        (
+            lambda: X.conv_transpose2d(Tensor.zeros(2, 4, 3, 3)),
+            ValueError,
+            r"conv_transpose2d: input has 3 channels .* expects 2",
+        ),
+        (
+            lambda: X.conv_transpose2d(W.reshape(3, 4, 3, 3), stride=2, output_padding=2),
+            ValueError,
+            r"conv_transpose2d: output_padding \(2, 2\) must be",
+        ),
+        (
+            lambda: X.conv_transpose2d(W.reshape(3, 4, 3, 3), groups=2),
+            ValueError,
+            r"conv_transpose2d: in channels 3 .* groups 2",
+        ),
+        (lambda: X.max_pool2d((3, 3), padding=2), ValueError, r"max_pool2d: padding 2 must be at most half the kernel"),
+        (lambda: X.max_pool2d((8, 2)), ValueError, r"max_pool2d: the kernel \(8, 2\) .* bigger than the padded input"),
+        (lambda: X.avg_pool2d((2, 2), stride=0), ValueError, r"avg_pool2d: stride must be positive"),
+        (lambda: X.avg_pool2d((2, 2, 2, 2, 2)), ValueError, r"avg_pool2d: a 5-d kernel .* at least 5 dims"),
+        (lambda: X.avg_pool2d(()), ValueError, r"avg_pool2d: kernel_size must not be empty"),
+        (
+            lambda: LOGITS.cross_entropy(Tensor([0, 1, 2])),
+            ValueError,
+            r"cross_entropy: Y has shape \(3,\), expected \(4,\)",
+        ),
+        (
+            lambda: LOGITS.cross_entropy(Tensor.zeros(4, 4)),
+            ValueError,
+            r"cross_entropy: probability targets .* \(4, 5\)",
+        ),
+        (
+            lambda: LOGITS.cross_entropy(Tensor([0, 1, 2, 3]), reduction="avg"),
+            ValueError,
+            r"cross_entropy: reduction must be one of",
+        ),
+        (
+            lambda: LOGITS.cross_entropy(Tensor([0, 1, 2, 3]), label_smoothing=1.5),
+            ValueError,
+            r"cross_entropy: label_smoothing must be in \[0, 1\]",
+        ),
+        (
+            lambda: LOGITS.cross_entropy(Tensor([True, False, True, False])),
+            TypeError,
+            r"cross_entropy: Y must hold integer class indices, got dtype dtypes.bool",
+        ),
+        (
+            lambda: Tensor([1, 2]).cross_entropy(Tensor(0)),
+            TypeError,
+            r"cross_entropy: input must have a floating-point",
+        ),
+        (
+            lambda: LOGITS.sparse_categorical_crossentropy(Tensor.zeros(4)),
+            TypeError,
+            r"sparse_categorical_crossentropy: Y must hold integer",
+        ),
+        (
+            lambda: LOGITS.sparse_categorical_crossentropy(Tensor([1, 2])),
+            ValueError,
+            r"sparse_categorical_crossentropy: Y has shape \(2,\)",
+        ),
+        (
+            lambda: LOGITS.sparse_categorical_crossentropy(Tensor([0, 1, 2, 3]), reduction=None),
+            ValueError,
+            r"reduction must be one of",
+        ),
+        (
+            lambda: LOGITS.nll_loss(Tensor([0, 1, 2, 3]), weight=Tensor.ones(4)),
+            ValueError,
+            r"nll_loss: weight must have shape \(5,\)",
+        ),
+        (
+            lambda: LOGITS.nll_loss(Tensor([[0, 1, 2, 3]])),
+            ValueError,
+            r"nll_loss: Y has shape \(1, 4\), expected \(4,\)",
+        ),
+        (
+            lambda: LOGITS.binary_crossentropy(Tensor.zeros(4)),
+            ValueError,
+            r"binary_crossentropy: Y has shape \(4,\), the input \(4, 5\)",
+        ),
+        (
+            lambda: LOGITS.binary_crossentropy_logits(LOGITS, reduction="max"),
+            ValueError,
+            r"binary_crossentropy_logits: reduction",
+        ),
+        (
+            lambda: LOGITS.binary_crossentropy_logits(LOGITS, pos_weight=Tensor.ones(4)),
+            ValueError,
+            r"pos_weight of shape \(4,\)",
+        ),
+        (
+            lambda: X.batchnorm(None, None, Tensor.zeros(4), Tensor.ones(3)),
+            ValueError,
+            r"batchnorm: mean must have shape \(3,\)",
+        ),
+        (lambda: X.layernorm(axis=4), IndexError, r"layernorm: axis 4 is out of range"),
+        (
+            lambda: LOGITS.scaled_dot_product_attention(Tensor.zeros(4, 3), LOGITS),
+            ValueError,
+            r"scaled_dot_product_attention: query \(4, 5\), key \(4, 3\)",
+        ),
+        (
+            lambda: LOGITS.scaled_dot_product_attention(LOGITS, LOGITS, Tensor.ones(4, 4), is_causal=True),
+            RuntimeError,
+            r"attn_mask or is_causal",
+        ),
+        (
+            lambda: LOGITS.scaled_dot_product_attention(LOGITS, LOGITS, Tensor.ones(3, 4)),
+            ValueError,
+            r"attn_mask of shape \(3, 4\)",
+        ),
+        (
+            lambda: Tensor.kaiming_uniform(4, 0),
+            ValueError,
+            r"kaiming_uniform: needs a non-empty shape of positive sizes",
+        ),
+        (lambda: Tensor.glorot_uniform(), ValueError, r"glorot_uniform: needs a non-empty shape"),
+        (lambda: Tensor.randperm(-1), ValueError, r"randperm: n must be non-negative"),
+        (lambda: Tensor.randperm(3, dtype=dtypes.bool), TypeError, r"randperm: dtype must be"),
+    ],
+)
+def test_bad_input(fn, exc, match):
+    with pytest.raises(exc, match=match):
+        fn()

@@ -1,0 +1,399 @@
+"""Optimizers: SGD (momentum, Nesterov, weight decay), Adam and AdamW, with torch.optim's update rules.
+
+>>> from zeptograd.nn.optim import SGD
+>>> w = Tensor([1.0, 2.0])
+>>> opt = SGD([w], lr=0.5)
+>>> _ = (w * w).sum().backward()
+>>> opt.step()
+>>> w.tolist()
+[0.0, 0.0]
+
+Every update is an assignment (`Tensor.assign`, a STORE into the parameter's or the state's buffer).
+`step()` realizes the gradients first, then all the updates (the state: momentum buffers, m, v, the step
+counters; and the parameters) in one schedule. (The loss the caller still holds reads the parameters; once
+the gradients are computed it reads those realized values instead of the parameters, so the updates rarely
+need the old parameter values copied aside.)
+
+Kernels of the update phase, for k parameters that have a gradient (gradients already realized): each
+STORE is a kernel, and the scalars (the learning rate, the bias corrections) are computed inside the
+kernels that use them, so
+
+- SGD without momentum: k (the parameter);
+- SGD with momentum (Nesterov or not): 2k (the momentum buffer, then the parameter);
+- Adam and AdamW: 3k + 1 (m, v, the parameter, and one kernel for the step counters of all parameters).
+
+Weight decay adds no kernel. Setting the learning rate (`opt.lr = 0.01`) launches none.
+
+Nothing that changes between steps is compiled into a kernel: the learning rate is a 0-d buffer (`opt.lr`,
+float32, or float64 when a parameter is float64) and Adam's step counters and the powers b1**t, b2**t are a
+float64 buffer, so a training loop compiles its kernels on the first step and reuses them after, whatever
+it does with the learning rate. Adam's bias corrections are computed in float64 (torch computes them in
+Python floats) and rounded to the parameter's dtype where they meet it, as in torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from zeptograd.dtype import dtypes
+from zeptograd.runtime.buffer import np_dtype
+from zeptograd.tensor import Tensor
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+
+
+def _number(value: Any, opt: str, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{opt}: {name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{opt}: {name} must not be nan")
+    return value
+
+
+def _at_least_zero(value: Any, opt: str, name: str) -> float:
+    value = _number(value, opt, name)
+    if value < 0:
+        raise ValueError(f"{opt}: {name} must be >= 0, got {value}")
+    return value
+
+
+def _check_lr(value: Any, opt: str) -> float | Tensor:
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"{opt}: lr must be a number or a one-element tensor, got a tensor of shape {value.shape}")
+        if not (dtypes.is_float(value.dtype) or dtypes.is_int(value.dtype)):
+            raise TypeError(f"{opt}: lr must be a number or a numeric tensor, got a tensor of dtype {value.dtype!r}")
+        return value
+    return _at_least_zero(value, opt, "lr")
+
+
+def _beta(value: Any, opt: str, name: str) -> float:
+    value = _number(value, opt, name)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{opt}: {name} must be in [0, 1), got {value}")
+    return value
+
+
+class Optimizer:
+    """The base of the optimizers: the parameters, the learning rate, `zero_grad()` and `step()`.
+
+    Parameters are deduplicated and realized into buffers of their own; those whose `requires_grad` is None
+    get True (so `backward()` fills their `.grad`). Tensors with `requires_grad` False, and integer or bool
+    tensors with None (BatchNorm's `num_batches_tracked`), are not trained but kept as `buffers`: `step()`
+    realizes them with the gradients, as tinygrad does, so `SGD(get_parameters(model))` also lands
+    BatchNorm's pending running statistics. A parameter whose `.grad` is None at `step()` is skipped, as in
+    torch. Subclasses implement `_updates`.
+
+    >>> w = Tensor([1.0, 2.0])
+    >>> opt = Optimizer([w, Tensor([0]), Tensor([1.0]).requires_grad_(False)], lr=0.5)
+    >>> len(opt.params), len(opt.buffers), opt.lr.item(), w.requires_grad
+    (1, 2, 0.5, True)
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float | Tensor):
+        name = type(self).__name__
+        if isinstance(params, Tensor) or not isinstance(params, Iterable):
+            raise TypeError(
+                f"{name}: params must be an iterable of Tensors (a list: [w, b] or get_parameters(model)), "
+                f"got {type(params).__name__}"
+            )
+        lr = _check_lr(lr, name)  # before anything changes
+        given = list(params)
+        for i, p in enumerate(given):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{name}: parameter {i} is a {type(p).__name__}, not a Tensor")
+            if p.requires_grad and not dtypes.is_float(p.dtype):
+                raise TypeError(
+                    f"{name}: parameter {i} (shape {p.shape}) has dtype {p.dtype!r} and requires_grad True; "
+                    "only floating-point tensors can be optimized"
+                )
+        unique = list(dict.fromkeys(given))  # dedupes by identity (a Tensor hashes by identity)
+        params = [p for p in unique if p.requires_grad is not False and dtypes.is_float(p.dtype)]
+        self.buffers: list[Tensor] = [p for p in unique if p.requires_grad is False or not dtypes.is_float(p.dtype)]
+        if not params:
+            ints = [f"{i} ({p.dtype!r})" for i, p in enumerate(given) if not dtypes.is_float(p.dtype)]
+            if ints:
+                raise TypeError(
+                    f"{name}: no floating-point parameter to optimize (parameters {', '.join(ints)} are not "
+                    "floating-point; only floating-point tensors can be optimized)"
+                )
+            raise ValueError(f"{name}: the parameter list is empty (no tensor with requires_grad True or None)")
+        for p in params:
+            if p.requires_grad is None:
+                p.requires_grad = True
+        # parameters must be buffers: the updates assign into them
+        Tensor.realize(*params)
+        self.params: list[Tensor] = params
+        self.device: str = params[0].device
+        lr_dtype = dtypes.float64 if any(p.dtype is dtypes.float64 for p in params) else dtypes.default_float
+        self._lr = self._buffer(np.array(0.0), lr_dtype)
+        self.lr = lr
+
+    def _buffer(self, value: np.ndarray, dtype: Any = dtypes.float64) -> Tensor:
+        """A buffer on the optimizer's device holding `value` (copied in: no kernel)."""
+        return Tensor(np.asarray(value), dtype=dtype, device=self.device)
+
+    def _zeros_like_params(self) -> list[Tensor]:
+        """A zero buffer per parameter, of its shape and dtype (the momentum and moment state), made on the
+        host: no kernel to compile or run."""
+        return [Tensor(np.zeros(p.shape, np_dtype(p.dtype)), dtype=p.dtype, device=p.device) for p in self.params]
+
+    @property
+    def lr(self) -> Tensor:
+        """The learning rate: a 0-d tensor in a buffer of its own, which the kernels read. Set it with
+        `opt.lr = 0.01`: that compiles and launches nothing. A Tensor works too (`opt.lr = t`, or
+        `opt.lr.assign(t)`): it is copied in by a kernel before the next step's updates.
+
+        >>> opt = Optimizer([Tensor([1.0])], lr=0.1)
+        >>> opt.lr = 0.25
+        >>> opt.lr.item(), opt.lr.dtype
+        (0.25, dtypes.float32)
+        """
+        return self._lr
+
+    @lr.setter
+    def lr(self, value: float | Tensor) -> None:
+        value = _check_lr(value, type(self).__name__)
+        if isinstance(value, Tensor):
+            # lazy: step() realizes it before the updates read it
+            self._lr.assign(value.to(self.device).cast(self._lr.dtype).reshape(()))
+            return
+        # a fresh buffer, not a STORE of a constant (which would put the value in a kernel's source): reads of
+        # the old learning rate still pending keep the old buffer, as an assignment would have them do
+        self._lr.uop = self._buffer(np.array(value), self._lr.dtype).uop
+
+    def _lr_on(self, p: Tensor) -> Tensor:
+        return self._lr if p.device == self.device else self._lr.to(p.device)
+
+    def zero_grad(self) -> None:
+        """Set every parameter's `.grad` to None (the next `backward()` starts from zero).
+
+        >>> w = Tensor([1.0])
+        >>> opt = Optimizer([w], lr=0.1)
+        >>> _ = (w * 2).sum().backward()
+        >>> opt.zero_grad()
+        >>> w.grad is None
+        True
+        """
+        for p in self.params:
+            p.grad = None
+
+    def _with_grads(self) -> list[tuple[int, Tensor, Tensor]]:
+        """(index, parameter, gradient) of each parameter that has a gradient, checked against it."""
+        name = type(self).__name__
+        out = []
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if g is None:
+                continue
+            if not isinstance(g, Tensor):
+                raise TypeError(f"{name}.step: parameter {i} has a .grad of type {type(g).__name__}, not a Tensor")
+            if g.shape != p.shape:
+                raise ValueError(f"{name}.step: parameter {i} has shape {p.shape} but its .grad has shape {g.shape}")
+            if g.device != p.device:
+                raise RuntimeError(f"{name}.step: parameter {i} is on {p.device} but its .grad is on {g.device}")
+            out.append((i, p, g))
+        return out
+
+    def step(self) -> None:
+        """Update every parameter that has a gradient: realize the gradients (and the buffers), then all the
+        updates.
+
+        >>> w = Tensor([3.0])
+        >>> opt = SGD([w], lr=0.25)
+        >>> _ = (w * w).sum().backward()
+        >>> opt.step()
+        >>> w.tolist()
+        [1.5]
+        """
+        items = self._with_grads()
+        # the buffers with the gradients: BatchNorm's running statistics then reuse the batch statistics the
+        # backward pass computes, and they read the parameters before the updates change them
+        Tensor.realize(*(g for _, _, g in items), self._lr, *self.buffers)
+        if not items:
+            return
+        state, params = self._updates(items)
+        Tensor.realize(*state, *params)
+
+    def _updates(self, items: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        """Assign the new values of the parameters in `items` (index, parameter, gradient) and of their state;
+        return the assigned state tensors and the assigned parameters."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _updates")
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, as torch.optim.SGD (dampening 0): with weight decay wd the gradient is
+    g + wd * p; with momentum the buffer b becomes momentum * b + g (b starts at zero, so the first step gives
+    b = g, torch's convention); the step is p -= lr * b, or p -= lr * (g + momentum * b) when `nesterov`.
+
+    >>> w = Tensor([1.0, -1.0])
+    >>> opt = SGD([w], lr=0.1, momentum=0.9)
+    >>> for _ in range(2):
+    ...     opt.zero_grad()
+    ...     _ = (w * w).sum().backward()
+    ...     opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.46, -0.46]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float | Tensor = 0.001,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ):
+        momentum = _at_least_zero(momentum, "SGD", "momentum")
+        weight_decay = _at_least_zero(weight_decay, "SGD", "weight_decay")
+        if nesterov and momentum == 0:
+            raise ValueError("SGD: nesterov=True needs a momentum > 0")
+        super().__init__(params, lr)
+        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, bool(nesterov)
+        self.b: list[Tensor] = self._zeros_like_params() if momentum else []
+
+    def _updates(self, items: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        state, params = [], []
+        for i, p, g in items:
+            g = g.cast(p.dtype)
+            if self.weight_decay:
+                g = g + self.weight_decay * p
+            if self.momentum:
+                b = self.b[i].assign(self.b[i] * self.momentum + g)
+                g = g + self.momentum * b if self.nesterov else b
+                state.append(b)
+            params.append(p.assign(p - self._lr_on(p) * g))
+        return state, params
+
+
+class Adam(Optimizer):
+    """Adam, as torch.optim.Adam: weight decay wd is L2 (the gradient becomes g + wd * p); then
+    m = lerp(m, g, 1 - b1), v = b2 * v + (1 - b2) * g * g, and
+    p -= lr / (1 - b1**t) * m / (sqrt(v) / sqrt(1 - b2**t) + eps), with t the parameter's own step count
+    (a parameter skipped for lack of a gradient does not advance it, as in torch). PyTorch's `betas=(b1, b2)`
+    works too.
+
+    >>> w = Tensor([1.0, -1.0])
+    >>> opt = Adam([w], lr=0.1)
+    >>> _ = (w * w).sum().backward()
+    >>> opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.9, -0.9]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float | Tensor = 0.001,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        *,
+        betas: tuple[float, float] | None = None,
+    ):
+        name = type(self).__name__
+        if betas is not None:
+            if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+                raise ValueError(f"{name}: betas must be a pair (b1, b2), got {betas!r}")
+            b1, b2 = betas
+        b1 = _beta(b1, name, "b1 (betas[0])")
+        b2 = _beta(b2, name, "b2 (betas[1])")
+        eps = _at_least_zero(eps, name, "eps")
+        weight_decay = _at_least_zero(weight_decay, name, "weight_decay")
+        super().__init__(params, lr)
+        self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self.decoupled_weight_decay = False
+        self.m: list[Tensor] = self._zeros_like_params()
+        self.v: list[Tensor] = self._zeros_like_params()
+        # per parameter: b1**t, b2**t and t; one kernel advances the rows of the parameters that have a gradient
+        n = len(self.params)
+        self.t_state: Tensor = self._buffer(np.tile([1.0, 1.0, 0.0], (n, 1)))
+        self._advance_mul = self._buffer(np.array([b1, b2, 1.0]))
+        self._advance_add = self._buffer(np.array([0.0, 0.0, 1.0]))
+        self._mask_cache: tuple[tuple[bool, ...], Tensor] | None = None
+
+    @property
+    def t(self) -> Tensor:
+        """The step count of each parameter (float64, lazy: `opt.t.tolist()`).
+
+        >>> w = Tensor([1.0])
+        >>> opt = Adam([w])
+        >>> _ = (w * 2).sum().backward()
+        >>> opt.step()
+        >>> opt.t.tolist()
+        [1.0]
+        """
+        return self.t_state[:, 2]
+
+    def _advance(self, items: list[tuple[int, Tensor, Tensor]]) -> Tensor:
+        """Advance the step state of the parameters in `items` (one kernel, whichever they are)."""
+        has_grad = [False] * len(self.params)
+        for i, _, _ in items:
+            has_grad[i] = True
+        key = tuple(has_grad)
+        if self._mask_cache is None or self._mask_cache[0] != key:
+            # a buffer, not a constant, so the kernel does not change with the set of parameters stepped
+            self._mask_cache = (key, self._buffer(np.array(key).reshape(-1, 1), dtypes.bool))
+        mask = self._mask_cache[1]
+        s = self.t_state
+        return s.assign(mask.where(s * self._advance_mul + self._advance_add, s))
+
+    def _decay(self, p: Tensor) -> Tensor:
+        """The parameter before the Adam step: AdamW's decoupled weight decay shrinks it."""
+        if not (self.decoupled_weight_decay and self.weight_decay):
+            return p
+        return p * (1.0 - self._lr_on(p) * self.weight_decay)
+
+    def _updates(self, items: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        counters = self._advance(items)
+        state, params = [counters], []
+        b1, b2 = self.b1, self.b2
+        for i, p, g in items:
+            g = g.cast(p.dtype)
+            row = counters if p.device == self.device else counters.to(p.device)
+            b1_t, b2_t = row[i, 0], row[i, 1]
+            if self.weight_decay and not self.decoupled_weight_decay:
+                g = g + self.weight_decay * p
+            m, v = self.m[i], self.v[i]
+            # torch's lerp: the formula it picks by the weight's size
+            w = 1.0 - b1
+            m = m.assign(m + w * (g - m) if w < 0.5 else g - (g - m) * (1.0 - w))
+            v = v.assign(v * b2 + ((1.0 - b2) * g) * g)
+            step_size = self._lr_on(p) / (1.0 - b1_t)
+            denom = v.sqrt() / (1.0 - b2_t).sqrt() + self.eps
+            state += [m, v]
+            params.append(p.assign(self._decay(p) + (-step_size * m) / denom))
+        return state, params
+
+
+class AdamW(Adam):
+    """AdamW, as torch.optim.AdamW: decoupled weight decay, p *= 1 - lr * weight_decay before the Adam step
+    (whose gradient is left alone).
+
+    >>> w = Tensor([1.0, -1.0])
+    >>> opt = AdamW([w], lr=0.1, weight_decay=0.5)
+    >>> _ = (w * w).sum().backward()
+    >>> opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.85, -0.85]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float | Tensor = 0.001,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        *,
+        betas: tuple[float, float] | None = None,
+    ):
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas)
+        self.decoupled_weight_decay = True
