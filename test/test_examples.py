@@ -42,3 +42,25 @@ def test_fused_main_job_prints_one_kernel_its_source_and_timings():
     assert "kernels launched: 1" in out and "matches numpy: yes" in out
     assert "void E_4194304(" in out and "for (" in out
     assert "zeptograd " in out and "numpy " in out
+
+
+def test_mlp_example_trains_saves_and_loads():
+    out = subprocess.run(
+        [sys.executable, "-m", "zeptograd.examples.mlp", "--steps", "150"], capture_output=True, text=True, check=True
+    ).stdout
+    losses = [float(line.split()[-1]) for line in out.splitlines() if line.startswith("step")]
+    assert losses[-1] < losses[0] / 3
+    accuracy = float(next(line for line in out.splitlines() if line.startswith("test accuracy")).split()[-1])
+    assert accuracy > 0.9
+    assert out.splitlines()[-1] == "the loaded model predicts the same: True"
+
+
+def test_digits_main_job_reaches_97_percent():
+    # the main job as the README runs it: the last line is the test accuracy and the time taken
+    run = subprocess.run(
+        [sys.executable, "-m", "zeptograd.examples.digits"], capture_output=True, text=True, check=True
+    )
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("test accuracy: 0.") and last.endswith(" s)")
+    assert float(last.split()[2]) >= 0.97
+    assert "loss=" in run.stderr  # the tqdm progress bar shows the loss

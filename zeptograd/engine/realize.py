@@ -89,10 +89,17 @@ def _read_from(root: UOp, b: UOp, old: UOp, store: UOp, cache: dict[UOp, UOp]) -
 def _snapshot_stale_reads(pending: list[Any]) -> None:
     roots = UOp(Ops.SINK, src=tuple(t.uop for t in pending))
     stores = [u for u in roots.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.BUFFER]
+    if not stores:
+        return
+    # the buffers each live tensor's graph mentions at all: only those that mention b can read it
+    mentions: dict[UOp, set[UOp]] = {}
+    for t in live_tensors:
+        if t.uop not in mentions:
+            mentions[t.uop] = {u for u in t.uop.toposort() if u.op is Ops.BUFFER}
     for store in stores:
         b = store.src[0]
         before = {u for u in store.toposort() if u.op is Ops.STORE}
-        readers = [t for t in live_tensors if _reads(t.uop, b, before)]
+        readers = [t for t in live_tensors if b in mentions[t.uop] and _reads(t.uop, b, before)]
         if not readers:
             continue
         old = new_buffer(b.arg[1], b.arg[2], b.dtype)
@@ -100,6 +107,7 @@ def _snapshot_stale_reads(pending: list[Any]) -> None:
         cache: dict[UOp, UOp] = {}
         for t in readers:
             t.uop = _read_from(t.uop, b, old, store, cache)
+            mentions[t.uop] = {u for u in t.uop.toposort() if u.op is Ops.BUFFER}
 
 
 def _reads(root: UOp, b: UOp, before: set[UOp]) -> bool:

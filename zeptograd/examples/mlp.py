@@ -3,9 +3,10 @@
     python -m zeptograd.examples.mlp
 
 The data: points in the plane on three interleaved spirals (one class each), a problem a linear model cannot
-solve. The model: 2 -> 64 -> 64 -> 3 with ReLU, trained with SGD and Nesterov momentum on the whole dataset each
-step. After training, `safe_save(get_state_dict(model), path)` writes the weights; `load_state_dict(new_model,
-safe_load(path))` reads them into a freshly initialized model, which then predicts exactly what the first did.
+solve; a second draw of the spirals tests the model. The model: 2 -> 64 -> 64 -> 3 with ReLU, trained with SGD
+and Nesterov momentum on the whole dataset each step. After training, `safe_save(get_state_dict(model), path)`
+writes the weights; `load_state_dict(new_model, safe_load(path))` reads them into a freshly initialized model,
+which then predicts exactly what the first did.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     Tensor.manual_seed(args.seed)
     x_np, y_np = spirals(200, 3, rng)
+    x_test, y_test = spirals(100, 3, rng)  # fresh noise: points the model has not seen
     x, y = Tensor(x_np), Tensor(y_np)
     model = MLP()
     opt = optim.SGD(get_parameters(model), lr=0.1, momentum=0.9, nesterov=True)
@@ -66,8 +68,9 @@ def main() -> None:
         opt.step()
         if step % 100 == 0 or step == args.steps - 1:
             print(f"step {step:4d}  loss {loss.item():.4f}")
-    predicted = predict(model, x)
-    print(f"train accuracy: {(predicted == y_np).mean():.4f}")
+    print(f"train accuracy: {(predict(model, x) == y_np).mean():.4f}")
+    predicted = predict(model, Tensor(x_test))
+    print(f"test accuracy: {(predicted == y_test).mean():.4f}")
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mlp.safetensors")
@@ -75,7 +78,7 @@ def main() -> None:
         print(f"saved {len(get_state_dict(model))} tensors, {os.path.getsize(path)} bytes")
         restored = MLP()
         load_state_dict(restored, safe_load(path))
-        same = np.array_equal(predict(restored, x), predicted)
+        same = np.array_equal(predict(restored, Tensor(x_test)), predicted)
     print(f"the loaded model predicts the same: {same}")
 
 
