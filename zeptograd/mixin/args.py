@@ -51,3 +51,13 @@ def tensor_dtype(dtype: DType | str, op: str) -> DType:
     if dt.fmt is None:
         raise TypeError(f"{op}: {dt!r} tensors are not supported on the CPU and PYTHON devices yet")
     return dt
+
+
+def int_arg(x: Any, op: str, what: str) -> int:
+    """An int argument (numpy integers too, bools not)."""
+    if isinstance(x, bool):
+        raise TypeError(f"{op}: {what} must be an int, got {x!r}")
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{op}: {what} must be an int, got {x!r}") from None

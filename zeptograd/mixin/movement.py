@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
-from zeptograd.mixin.args import Scalar, shape_arg
+from zeptograd.mixin.args import Scalar, int_arg, shape_arg
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -27,21 +26,11 @@ if TYPE_CHECKING:
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
-def _int(x: Any, op: str, what: str) -> int:
-    """An int argument (numpy integers too, bools not)."""
-    if isinstance(x, bool):
-        raise TypeError(f"{op}: {what} must be an int, got {x!r}")
-    try:
-        return operator.index(x)
-    except TypeError:
-        raise TypeError(f"{op}: {what} must be an int, got {x!r}") from None
-
-
 def _int_tuple(x: Any, op: str, what: str) -> tuple[int, ...]:
     """One int or a sequence of ints, as a tuple."""
     if isinstance(x, (list, tuple)):
-        return tuple(_int(v, op, what) for v in x)
-    return (_int(x, op, what),)
+        return tuple(int_arg(v, op, what) for v in x)
+    return (int_arg(x, op, what),)
 
 
 class MovementMixin:
@@ -61,7 +50,7 @@ class MovementMixin:
         """`dim` normalized to [0, ndim) (ndim defaults to self.ndim). As in PyTorch, a 0-d tensor takes dims 0
         and -1 (they name the tensor itself; 0 is returned)."""
         n = self.ndim if ndim is None else ndim
-        d = _int(dim, op, "dim")
+        d = int_arg(dim, op, "dim")
         lo, hi = -max(n, 1), max(n, 1) - 1
         if not lo <= d <= hi:
             raise IndexError(f"{op}: dim {d} is out of range [{lo}, {hi}] for a tensor of shape {self.shape}")
@@ -207,7 +196,7 @@ class MovementMixin:
         >>> Tensor.zeros(2, 3).unsqueeze(1).shape, Tensor.zeros(2, 3).unsqueeze(-1).shape
         ((2, 1, 3), (2, 3, 1))
         """
-        d = _int(dim, "unsqueeze", "dim")
+        d = int_arg(dim, "unsqueeze", "dim")
         if not -self.ndim - 1 <= d <= self.ndim:
             raise IndexError(
                 f"unsqueeze: dim {d} is out of range [{-self.ndim - 1}, {self.ndim}] for a tensor of shape {self.shape}"
@@ -373,7 +362,7 @@ class MovementMixin:
         d = self._movement_dim(dim, "narrow")
         if not self.ndim:
             raise ValueError("narrow: a 0-d tensor has no axis to narrow")
-        n, start, length = self.shape[d], _int(start, "narrow", "start"), _int(length, "narrow", "length")
+        n, start, length = self.shape[d], int_arg(start, "narrow", "start"), int_arg(length, "narrow", "length")
         if not -n <= start <= n:
             raise IndexError(f"narrow: start {start} is out of range for dim {dim} of shape {self.shape}")
         if start < 0:
@@ -404,7 +393,7 @@ class MovementMixin:
                 continue
             if not isinstance(p, (list, tuple)) or len(p) != 2:
                 raise TypeError(f"pad: padding must be pairs of ints or None, got {tuple(padding)}")
-            out.append((_int(p[0], "pad", "a padding"), _int(p[1], "pad", "a padding")))
+            out.append((int_arg(p[0], "pad", "a padding"), int_arg(p[1], "pad", "a padding")))
         return out
 
     def pad(self, padding: Sequence[Any], mode: str = "constant", value: Scalar = 0.0) -> Tensor:
@@ -565,7 +554,7 @@ class MovementMixin:
                     f"(argument {i})"
                 )
         ref = tensors[0]
-        d = _int(dim, "stack", "dim")
+        d = int_arg(dim, "stack", "dim")
         if not -ref.ndim - 1 <= d <= ref.ndim:
             raise IndexError(f"stack: dim {d} is out of range [{-ref.ndim - 1}, {ref.ndim}] for shape {ref.shape}")
         d %= ref.ndim + 1
@@ -584,7 +573,7 @@ class MovementMixin:
         d = self._movement_dim(dim, "split")
         n = self.shape[d]
         if isinstance(sizes, (list, tuple)):
-            parts = [_int(s, "split", "a size") for s in sizes]
+            parts = [int_arg(s, "split", "a size") for s in sizes]
             if any(s < 0 for s in parts):
                 raise ValueError(f"split: sizes {tuple(parts)} must not be negative")
             if sum(parts) != n:
@@ -593,7 +582,7 @@ class MovementMixin:
                     f"(shape {self.shape})"
                 )
         else:
-            size = _int(sizes, "split", "the split size")
+            size = int_arg(sizes, "split", "the split size")
             if size < 0 or (size == 0 and n):
                 raise ValueError(f"split: split size {size} must be positive for dim {dim} of shape {self.shape}")
             parts = [min(size, n - i) for i in range(0, n, size)] if n else [0]
@@ -610,7 +599,7 @@ class MovementMixin:
         >>> [t.tolist() for t in Tensor.arange(5).chunk(3)]
         [[0, 1], [2, 3], [4]]
         """
-        chunks = _int(chunks, "chunk", "chunks")
+        chunks = int_arg(chunks, "chunk", "chunks")
         if chunks <= 0:
             raise ValueError(f"chunk: chunks must be greater than 0, got {chunks}")
         if not self.ndim:
@@ -656,7 +645,7 @@ class MovementMixin:
         """
         if isinstance(repeats, MovementMixin):
             raise TypeError("repeat_interleave: repeats must be an int (tensor repeats give a data-dependent shape)")
-        r = _int(repeats, "repeat_interleave", "repeats")
+        r = int_arg(repeats, "repeat_interleave", "repeats")
         if r < 0:
             raise ValueError(f"repeat_interleave: repeats must not be negative, got {r}")
         x, d = (self.flatten(), 0) if dim is None else (self, self._movement_dim(dim, "repeat_interleave"))
@@ -702,7 +691,7 @@ class MovementMixin:
         [[0, 1], [1, 2], [2, 3], [3, 4]]
         """
         d = self._movement_dim(dim, "unfold")
-        size, step = _int(size, "unfold", "size"), _int(step, "unfold", "step")
+        size, step = int_arg(size, "unfold", "size"), int_arg(step, "unfold", "step")
         n = self.shape[d] if self.ndim else 1
         if step <= 0:
             raise ValueError(f"unfold: step must be positive, got {step}")
@@ -740,7 +729,7 @@ class MovementMixin:
         a, b = self._movement_dim(dim1, "diagonal"), self._movement_dim(dim2, "diagonal")
         if a == b:
             raise ValueError(f"diagonal: dim1 {dim1} and dim2 {dim2} are the same axis (shape {self.shape})")
-        off = _int(offset, "diagonal", "offset")
+        off = int_arg(offset, "diagonal", "offset")
         x = self.permute(*(i for i in range(self.ndim) if i not in (a, b)), a, b)
         lead, (r, c) = x.shape[:-2], x.shape[-2:]
         m = max(0, min(r, c - off) if off >= 0 else min(r + off, c))
@@ -758,7 +747,7 @@ class MovementMixin:
         >>> Tensor([1, 2]).diag().tolist(), Tensor([[1, 2], [3, 4]]).diag().tolist()
         ([[1, 0], [0, 2]], [1, 4])
         """
-        k = _int(diagonal, "diag", "diagonal")
+        k = int_arg(diagonal, "diag", "diagonal")
         if self.ndim == 2:
             return self.diagonal(k)
         if self.ndim != 1:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes
-from zeptograd.mixin.args import compute_dtype, shape_arg, tensor_dtype
+from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
 from zeptograd.uop.shape import prod
 
 if TYPE_CHECKING:
@@ -32,30 +31,20 @@ REDUCTIONS = ("mean", "sum", "none")
 # *** argument helpers ***
 
 
-def _int(x: Any, op: str, what: str) -> int:
-    """An int argument (numpy integers too, bools not)."""
-    if isinstance(x, bool):
-        raise TypeError(f"{op}: {what} must be an int, got {x!r}")
-    try:
-        return operator.index(x)
-    except TypeError:
-        raise TypeError(f"{op}: {what} must be an int, got {x!r}") from None
-
-
 def _per_dim(value: Any, n: int, op: str, what: str) -> tuple[int, ...]:
     """An int for every one of `n` spatial dims, or one int per dim."""
     if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise ValueError(f"{op}: {what} {tuple(value)} needs {n} entries, one per spatial dim")
-        return tuple(_int(v, op, what) for v in value)
-    return (_int(value, op, what),) * n
+        return tuple(int_arg(v, op, what) for v in value)
+    return (int_arg(value, op, what),) * n
 
 
 def _pad_pairs(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
     """(before, after) per spatial dim from tinygrad's padding forms: an int for every side, one int per dim
     (both sides), or PyTorch's flat form of 2*n ints (last dim first: left, right, top, bottom, ...)."""
     if isinstance(padding, (list, tuple)):
-        pads = [_int(p, op, "padding") for p in padding]
+        pads = [int_arg(p, op, "padding") for p in padding]
         if len(pads) == n:
             pairs = [(p, p) for p in pads]
         elif len(pads) == 2 * n:
@@ -66,7 +55,7 @@ def _pad_pairs(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
                 "(PyTorch's flat form)"
             )
     else:
-        p = _int(padding, op, "padding")
+        p = int_arg(padding, op, "padding")
         pairs = [(p, p)] * n
     if any(b < 0 or a < 0 for b, a in pairs):
         raise ValueError(f"{op}: padding must be non-negative, got {padding!r}")
@@ -222,7 +211,7 @@ class NNMixin:
         returns the batched input, the weight, and whether the input was unbatched."""
         _need_tensor(weight, type(self), op, "weight")
         _need_tensor(bias, type(self), op, "bias", optional=True)
-        groups = _int(groups, op, "groups")
+        groups = int_arg(groups, op, "groups")
         if groups <= 0:
             raise ValueError(f"{op}: groups must be positive, got {groups}")
         if weight.ndim < 3:
@@ -358,9 +347,9 @@ class NNMixin:
         if isinstance(kernel_size, (list, tuple)):
             if not kernel_size:
                 raise ValueError(f"{op}: kernel_size must not be empty")
-            kernel = tuple(_int(k, op, "kernel_size") for k in kernel_size)
+            kernel = tuple(int_arg(k, op, "kernel_size") for k in kernel_size)
         else:
-            kernel = (_int(kernel_size, op, "kernel_size"),) * 2
+            kernel = (int_arg(kernel_size, op, "kernel_size"),) * 2
         n = len(kernel)
         _positive(kernel, n, op, "kernel_size")
         if self.ndim < n:
@@ -502,10 +491,14 @@ class NNMixin:
             if eps:
                 probs = probs * (1 - eps) + eps / n
             return _reduce_loss(-(logp * probs).sum(cdim), reduction)
-        Y = self._class_targets(Y, cdim, op)
-        loss = -self._class_mask(Y, cdim).where(logp, 0.0).sum(cdim)
+        return logp._index_loss(self._class_targets(Y, cdim, op), cdim, eps, ignore_index, reduction)
+
+    def _index_loss(self, Y: Tensor, cdim: int, eps: float, ignore_index: int, reduction: str) -> Tensor:
+        """The cross entropy of log-probabilities `self` at the integer classes Y (class axis `cdim`), smoothed by
+        `eps`; targets equal to `ignore_index` add nothing and do not count in the mean."""
+        loss = -self._class_mask(Y, cdim).where(self, 0.0).sum(cdim)
         if eps:
-            loss = loss * (1 - eps) - logp.mean(cdim) * eps
+            loss = loss * (1 - eps) - self.mean(cdim) * eps
         keep = ignore_index != Y
         loss = keep.where(loss, 0.0)
         if reduction == "mean":
@@ -528,15 +521,7 @@ class NNMixin:
         if self.ndim == 0:
             raise ValueError(f"{op}: input must have a class axis (..., C), got a 0-d tensor")
         Y = self._class_targets(Y, self.ndim - 1, op)
-        logp = self.log_softmax(-1)
-        loss = -self._class_mask(Y, self.ndim - 1).where(logp, 0.0).sum(-1)
-        if eps:
-            loss = loss * (1 - eps) - logp.mean(-1) * eps
-        keep = ignore_index != Y
-        loss = keep.where(loss, 0.0)
-        if reduction == "mean":
-            return loss.sum() / keep.sum().cast(loss.dtype)
-        return _reduce_loss(loss, reduction)
+        return self.log_softmax(-1)._index_loss(Y, self.ndim - 1, eps, ignore_index, reduction)
 
     def nll_loss(
         self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean"
@@ -803,7 +788,7 @@ class NNMixin:
         >>> Tensor.manual_seed(0); sorted(Tensor.randperm(5).tolist())
         [0, 1, 2, 3, 4]
         """
-        n = _int(n, "randperm", "n")
+        n = int_arg(n, "randperm", "n")
         if n < 0:
             raise ValueError(f"randperm: n must be non-negative, got {n}")
         dt = tensor_dtype(dtype, "randperm")

@@ -428,6 +428,19 @@ class BatchNorm:
 BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
 
 
+def _check_normalized(x: Tensor, normalized_shape: tuple[int, ...], layer: str) -> int:
+    """Check that x ends in `normalized_shape`; return how many axes that is."""
+    k = len(normalized_shape)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{layer}: the input must be a Tensor, got {type(x).__name__}")
+    if x.shape[x.ndim - k :] != normalized_shape or x.ndim < k:
+        raise RuntimeError(
+            f"{layer}: normalized_shape={normalized_shape} expects an input of shape (*, "
+            f"{', '.join(map(str, normalized_shape))}), got input of shape {x.shape}"
+        )
+    return k
+
+
 class LayerNorm:
     """Normalize over the last `len(normalized_shape)` axes (mean 0, variance 1, biased) then scale by
     `weight` and shift by `bias` (ones and zeros of `normalized_shape` at first), as torch.nn.LayerNorm.
@@ -450,14 +463,7 @@ class LayerNorm:
         self.bias = _filled(self.normalized_shape, 0.0) if elementwise_affine and bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
-        k = len(self.normalized_shape)
-        if not isinstance(x, Tensor):
-            raise TypeError(f"LayerNorm: the input must be a Tensor, got {type(x).__name__}")
-        if x.shape[x.ndim - k :] != self.normalized_shape or x.ndim < k:
-            raise RuntimeError(
-                f"LayerNorm: normalized_shape={self.normalized_shape} expects an input of shape (*, "
-                f"{', '.join(map(str, self.normalized_shape))}), got input of shape {x.shape}"
-            )
+        k = _check_normalized(x, self.normalized_shape, "LayerNorm")
         out = x.layernorm(axis=tuple(range(-k, 0)), eps=self.eps)
         if self.weight is not None:
             out = out * self.weight
@@ -483,14 +489,7 @@ class RMSNorm:
         self.weight = _filled(self.normalized_shape, 1.0) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
-        k = len(self.normalized_shape)
-        if not isinstance(x, Tensor):
-            raise TypeError(f"RMSNorm: the input must be a Tensor, got {type(x).__name__}")
-        if x.shape[x.ndim - k :] != self.normalized_shape or x.ndim < k:
-            raise RuntimeError(
-                f"RMSNorm: normalized_shape={self.normalized_shape} expects an input of shape (*, "
-                f"{', '.join(map(str, self.normalized_shape))}), got input of shape {x.shape}"
-            )
+        k = _check_normalized(x, self.normalized_shape, "RMSNorm")
         eps = self.eps if self.eps is not None else _MACHINE_EPS[x._float().dtype]
         out = x.rms_norm(axis=tuple(range(-k, 0)), eps=eps)
         return out if self.weight is None else out * self.weight
