@@ -389,3 +389,15 @@ def test_matmul_of_views_in_bounds():
     va, vb = ta.flip(0).shrink(((2, 35), (1, 40))), tb.T.shrink(((3, 27), (4, 43))).T
     ref = a[::-1][2:35, 1:40].astype(np.float64) @ b.T[3:27, 4:43].T
     np.testing.assert_allclose((va @ vb).numpy(), ref, rtol=1e-6)
+
+
+def test_a_value_kept_only_for_its_gradient_is_not_computed():
+    # x ** 0 is ones whose CUSTOM_GRAD keeps x as an input for the gradient (zeros); the forward pass never reads
+    # x, so the reduction behind it is not a kernel
+    a = np.random.default_rng(0).random((4, 30)).astype(np.float32)
+    ta = Tensor(a).realize()
+    out = ta.sum(1, keepdim=True) ** 0 + ta
+    (grad,) = out.sum().gradient(ta)  # before out is realized (realizing replaces its graph)
+    assert kernels(out) == 1
+    close(out, a + 1)
+    close(grad, np.ones_like(a))

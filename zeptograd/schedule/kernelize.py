@@ -147,16 +147,37 @@ def _reads_elsewhere(ast: UOp) -> bool:
     return False
 
 
+def _reads(u: UOp) -> tuple[UOp, ...]:
+    """The sources whose values computing `u` reads: CUSTOM_GRAD's inputs are there for the gradient only."""
+    return u.src[:1] if u.op is Ops.CUSTOM_GRAD else u.src
+
+
+def _computed(sink: UOp) -> list[UOp]:
+    """The nodes whose values computing `sink` needs, each after the ones it reads (a toposort along _reads)."""
+    order: list[UOp] = []
+    seen: set[UOp] = set()
+    stack: list[tuple[UOp, bool]] = [(sink, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((s, False) for s in reversed(_reads(node)) if s not in seen)
+    return order
+
+
 def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
     """The kernels (and copies) that compute `roots`, in an order that respects every dependency, and a
     map from each realized tensor-graph node to the buffer view that now holds its value."""
     sink = UOp(Ops.SINK, dtypes.void, tuple(roots))
     if SPEC.value:
         verify(sink, tensor_spec, "tensor graph")
-    nodes = sink.toposort()[:-1]
+    nodes = _computed(sink)[:-1]
     consumers: dict[UOp, list[UOp]] = defaultdict(list)
     for u in nodes:
-        for s in u.src:
+        for s in _reads(u):
             consumers[s].append(u)
     realized: dict[UOp, None] = {}
     device_cache: dict[UOp, str | None] = {}
