@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zeptograd import Tensor, dtypes
+from zeptograd import Context, Tensor, dtypes
 
 torch = pytest.importorskip("torch")
 
@@ -254,3 +254,38 @@ def test_errors_name_the_call():
         Tensor([1]).realize().assign("s")
     with pytest.raises(TypeError, match="size: axis must be an int or a sequence of ints, got 1.5"):
         Tensor.zeros(2, 3).size(1.5)
+
+
+# *** training mode: one switch ***
+
+
+def test_training_mode_is_one_switch():
+    from zeptograd.helpers import TRAINING
+
+    assert Tensor.training is False
+    with Context(TRAINING=1):
+        assert Tensor.training is True
+        with Tensor.train(False):
+            assert Tensor.training is False and TRAINING.value == 0
+        assert Tensor.training is True
+    assert Tensor.training is False
+    Tensor.training = True
+    try:
+        assert TRAINING.value == 1
+    finally:
+        Tensor.training = False
+    assert TRAINING.value == 0
+
+    @Tensor.train()
+    def in_training() -> bool:
+        return Tensor.training
+
+    assert in_training() is True and Tensor.training is False
+
+
+def test_dropout_drops_under_the_training_flag():
+    x = Tensor.ones(1000)
+    assert x.dropout(0.5) is x
+    with Context(TRAINING=1):
+        kept = (x.dropout(0.5).numpy() != 0).mean()
+    assert 0.4 < kept < 0.6
