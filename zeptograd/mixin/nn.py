@@ -16,8 +16,6 @@ import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from zeptograd.dtype import DType, dtypes
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
 from zeptograd.uop.shape import prod
@@ -432,16 +430,15 @@ class NNMixin:
         if count_include_pad and ceil_pads == pads:
             return total / prod(kernel)
         # each window's divisor is the number of its taps on the input (and on the asked-for padding when that
-        # counts), never those on the ceil_mode extra; it depends on shapes only, so it is computed here
+        # counts), never those on the ceil_mode extra: the same windowed sum over ones
         spatial = self.shape[self.ndim - len(kernel) :]
-        count = np.ones((), np.float64)
-        for i, k, s, d, (b, a), o in zip(
-            spatial, kernel, stride_, dilation_, pads, total.shape[total.ndim - len(kernel) :]
-        ):
-            lo, hi = (-b, i + a) if count_include_pad else (0, i)
-            taps = np.arange(o)[:, None] * s - b + np.arange(k)[None, :] * d
-            count = np.multiply.outer(count, ((taps >= lo) & (taps < hi)).sum(1))
-        return total / type(self)(count.astype(np.float32), device=self.device).cast(total.dtype)
+        if count_include_pad:
+            counted = self.ones(*(i + b + a for i, (b, a) in zip(spatial, pads)), device=self.device)
+            extra = [(0, ca - a) for (_, a), (_, ca) in zip(pads, ceil_pads)]
+        else:
+            counted, extra = self.ones(*spatial, device=self.device), ceil_pads
+        count = counted.cast(total.dtype)._padded_windows(extra, 0.0, kernel, stride_, dilation_).sum(axes)
+        return total / count
 
     # *** losses ***
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from zeptograd.dtype import dtypes
+from zeptograd.mixin.args import int_arg
 from zeptograd.tensor import Tensor
 
 __all__ = [
@@ -46,14 +47,8 @@ __all__ = [
 # *** argument checks and parameter creation ***
 
 
-def _int(value: Any, layer: str, name: str) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise TypeError(f"{layer}: {name} must be an int, got {value!r}")
-    return int(value)
-
-
 def _positive(value: Any, layer: str, name: str) -> int:
-    v = _int(value, layer, name)
+    v = int_arg(value, layer, name)
     if v <= 0:
         raise ValueError(f"{layer}: {name} must be positive, got {v}")
     return v
@@ -64,7 +59,7 @@ def _ints(value: Any, n: int, layer: str, name: str, low: int) -> tuple[int, ...
     values = (value,) * n if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
     if not isinstance(values, Sequence) or isinstance(values, str) or len(values) != n:
         raise ValueError(f"{layer}: {name} must be an int or a sequence of {n} ints, got {value!r}")
-    out = tuple(_int(v, layer, name) for v in values)
+    out = tuple(int_arg(v, layer, name) for v in values)
     if any(v < low for v in out):
         raise ValueError(f"{layer}: {name} must be {'positive' if low == 1 else 'non-negative'}, got {value!r}")
     return out
