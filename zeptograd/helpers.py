@@ -70,6 +70,9 @@ def Context(**flags: int) -> Iterator[None]:
 DEBUG = ContextVar("DEBUG", 0)
 TRACK_REWRITES = ContextVar("TRACK_REWRITES", 0)
 SPEC = ContextVar("SPEC", 0)  # 1: check every new UOp against the stage-independent spec as it is built
+NOOPT = ContextVar("NOOPT", 0)  # 1: no kernel optimizations (scalar loops, one core)
+BEAM = ContextVar("BEAM", 0)  # n > 0: search kernel plans by timing them, keeping the n best at each step
+THREADS = ContextVar("THREADS", os.cpu_count() or 1)  # how many cores a kernel may use
 TRAINING = ContextVar("TRAINING", 0)  # 1: dropout drops and BatchNorm uses batch statistics (Tensor.training)
 
 

@@ -3,16 +3,16 @@
 The passes run in this order, each a named graph_rewrite (the spec of the stage is checked between
 passes when SPEC=1):
 
-1. `opt`: upcast, unroll, local/group, splitting the outer loop across threads, tensor cores.
-2. `expand`: upcast axes become vector dtypes (VECTORIZE / GEP).
-3. `devectorize`: vectors narrowed to what the target supports.
+1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding) applied to its
+   loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1` (opt.py,
+   heuristic.py).
+2. `expand`: upcast and unrolled lanes become vector dtypes (VECTORIZE / GEP; expander.py).
+3. `devectorize`: vectors narrowed to what the target renders, contiguous accesses as vector LOAD/STORE,
+   and `x*y+z` as a fused multiply-add (devectorizer.py).
 4. `accumulators`: REDUCE -> DEFINE_REG accumulator read through AFTER.
 5. `gated stores`: STORE through a gated INDEX -> IF / STORE / ENDIF.
 6. `commit index dtype`: `index` -> int32 or int64, from the value ranges.
 7. `linearize`: the graph -> an ordered program.
-
-The first three are the boundaries where the speed work plugs in; today they have no rules, and a
-kernel is scalar loops.
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from collections.abc import Sequence
+from typing import Any
+
+from zeptograd.codegen.devectorizer import devectorize, fuse_multiply_add
+from zeptograd.codegen.expander import expand
+from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.codegen.linearize import linearize
 from zeptograd.codegen.lowering import (
     AccumulatorContext,
@@ -29,11 +35,12 @@ from zeptograd.codegen.lowering import (
     gated_stores,
     index_dtype_for,
     live_ranges,
+    merge_loops,
 )
+from zeptograd.codegen.opt import Opt, applied_opts, apply_opts, ast_name
 from zeptograd.dtype import PtrDType, dtypes
-from zeptograd.helpers import SPEC
+from zeptograd.helpers import BEAM, DEBUG, NOOPT, SPEC
 from zeptograd.uop.ops import GroupOp, Ops, UOp
-from zeptograd.uop.pattern import PatternMatcher
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.spec import kernel_spec, program_spec, verify
 from zeptograd.uop.symbolic import symbolic
@@ -49,12 +56,10 @@ class ProgramSpec:
     global_size: tuple[int, ...]
     flops: int
     mem_bytes: int
+    opts: tuple[Opt, ...] = ()
+    threads: int = 1  # how many calls run the kernel, one per core (a SPECIAL "core" index tells them apart)
 
 
-# the passes where optimisation plugs in; see the module docstring
-opt = PatternMatcher([])
-expand = PatternMatcher([])
-devectorize = PatternMatcher([])
 
 
 def estimate_cost(sink: UOp) -> tuple[int, int]:
@@ -76,16 +81,34 @@ def _check(root: UOp, stage: str) -> None:
         verify(root, kernel_spec, stage)
 
 
-def full_rewrite(ast: UOp) -> list[UOp]:
-    """The linear program of a kernel AST."""
+def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
+    """The kernel AST with its plan applied: `opts` if given, else none with NOOPT, else the BEAM search's or
+    the heuristic's plan."""
+    if opts is None:
+        if NOOPT:
+            return ast
+        if BEAM >= 1:
+            from zeptograd.codegen.search import beam_search
+
+            opts = beam_search(ast, renderer, BEAM.value)
+        else:
+            opts = hand_coded_opts(ast, renderer)
+    return apply_opts(ast, list(opts))
+
+
+def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = None) -> list[UOp]:
+    """The linear program of a kernel AST (optimized for `renderer`'s device unless NOOPT, or with `opts`)."""
     _check(ast, "kernel AST")
-    sink = ast
-    for name, pm in (("opt", opt), ("expand", expand), ("devectorize", devectorize)):
-        if pm.rules:
-            sink = graph_rewrite(sink, pm, name=name)
-            _check(sink, f"after {name}")
-    sink = graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators")
+    sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
+    _check(sink, "after opt")
+    sink = expand(sink)
+    _check(sink, "after expand")
+    sink = devectorize(sink, renderer.max_lanes if renderer is not None else lambda op, dt: 1)
+    _check(sink, "after devectorize")
+    sink = merge_loops(graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators"))
     sink = graph_rewrite(sink, symbolic + constant_gates, name="simplify")
+    if applied_opts(sink) or (renderer is not None and not NOOPT):
+        sink = graph_rewrite(sink, fuse_multiply_add, name="fused multiply-add")
     _check(sink, "after accumulators")
     sink = graph_rewrite(sink, gated_stores, name="gated stores")
     sink = commit_index_dtype(sink, index_dtype_for(sink))
@@ -95,11 +118,17 @@ def full_rewrite(ast: UOp) -> list[UOp]:
     return program
 
 
-def get_program(ast: UOp, renderer) -> ProgramSpec:
-    """Compile-ready form of a kernel AST for a device's renderer."""
+def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> ProgramSpec:
+    """Compile-ready form of a kernel AST for a device's renderer (with `opts` as its plan, if given)."""
     flops, mem = estimate_cost(ast)
     top = ast.src[0]
     global_size = tuple(r.src[0].arg for r in top.src[1:]) if top.op is Ops.END else ()
-    program = full_rewrite(ast)
-    name = ast.arg or "kernel"
-    return ProgramSpec(name, tuple(program), renderer.render(name, program), global_size, flops, mem)
+    program = full_rewrite(ast, renderer, opts)
+    name = ast_name(ast)
+    sink = program[-1]
+    applied = applied_opts(sink)
+    threads = next((u.src[0].arg for u in program if u.op is Ops.SPECIAL and u.arg == "core"), 1)
+    if DEBUG >= 3:
+        print(f"{name}: {list(applied)}")
+    src = renderer.render(name, program)
+    return ProgramSpec(name, tuple(program), src, global_size, flops, mem, applied, threads)

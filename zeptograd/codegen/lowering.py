@@ -44,7 +44,7 @@ class AccumulatorContext:
 def identity_element(op: Ops, dtype: DType) -> UOp:
     """The value a reduction starts from: 0 for ADD, 1 for MUL, the dtype's minimum for MAX."""
     value = {Ops.ADD: 0, Ops.MUL: 1}.get(op)
-    return UOp.const(dtype, dtypes.min(dtype) if value is None else value)
+    return UOp.const(dtype, dtypes.min(dtype.scalar()) if value is None else value)
 
 
 def reduce_to_accumulator(ctx: AccumulatorContext, r: UOp) -> UOp:
@@ -136,3 +136,18 @@ def commit_index_dtype(root: UOp, dt: DType) -> UOp:
         else:
             done[u] = UOp(u.op, dt, src, u.arg)
     return done[root]
+
+
+def merge_loops(root: UOp) -> UOp:
+    """ENDs that close the same loops become one END of a GROUP: the chunks of a devectorized reduction each
+    have an accumulator, updated in one loop. (Two ENDs of one loop cannot both be its end.)"""
+    while True:
+        ends: dict[tuple[UOp, ...], list[UOp]] = {}
+        for u in root.toposort():
+            if u.op is Ops.END:
+                ends.setdefault(u.src[1:], []).append(u)
+        group = next((g for g in ends.values() if len(g) > 1), None)
+        if group is None:
+            return root
+        merged = UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(e.src[0] for e in group)), *group[0].src[1:]))
+        root = root.substitute(dict.fromkeys(group, merged))

@@ -16,6 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import platform
+from pathlib import Path
+
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
@@ -68,9 +71,50 @@ _INFIX = {
 _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 
 
+# GCC vector extension types: the lanes of each scalar type in a 256-bit (AVX2) register
+VECTOR_LANES: dict[DType, int] = {
+    dtypes.float32: 8,
+    dtypes.float64: 4,
+    dtypes.int32: 8,
+    dtypes.uint32: 8,
+    dtypes.int64: 4,
+    dtypes.uint64: 4,
+}
+_VECTOR_ANY = frozenset({Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST})
+_VECTOR_ANY |= {Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR}
+_VECTOR_FLOAT = frozenset({Ops.FDIV, Ops.RECIPROCAL, Ops.NEG})
+
+
+def _x86_flags() -> set[str]:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return set()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
+    return set(line.split())
+
+
+# fused multiply-add and NaN-propagating max on vectors: x86 builtins (no header to parse), one per width
+_HAS_AVX2_FMA = {"avx2", "fma"} <= _x86_flags()
+_VEC_BUILTIN_SUFFIX = {(dtypes.float32, 8): "ps256", (dtypes.float32, 4): "ps", (dtypes.float64, 4): "pd256"}
+_VEC_BUILTIN_SUFFIX[(dtypes.float64, 2)] = "pd"
+
+
+def vector_name(dt: DType) -> str:
+    """The C name of a vector type: `float8`, `double4`, `int32x8`."""
+    base = C_TYPES[dt.scalar()]
+    if base in ("float", "double"):
+        return f"{base}{dt.count}"
+    return f"{base.removesuffix('_t')}x{dt.count}"
+
+
 def ctype(dt: DType) -> str:
     if isinstance(dt, PtrDType):
         return ctype(dt.base) + "*"
+    if dt.count > 1:
+        return vector_name(dt)
     if dt not in C_TYPES:
         raise NotImplementedError(f"the C renderer has no type for {dt!r}")
     return C_TYPES[dt]
@@ -78,6 +122,8 @@ def ctype(dt: DType) -> str:
 
 def render_const(value: object, dt: DType) -> str:
     """A C literal of `dt`: `1.5f`, `INFINITY`, `7`, `-2147483648` written so it has the right type."""
+    if dt.count > 1:
+        return f"(({vector_name(dt)}){{{', '.join([render_const(value, dt.scalar())] * dt.count)}}})"
     if dt is dtypes.bool:
         return "1" if value else "0"
     if dtypes.is_float(dt):
@@ -112,6 +158,15 @@ class CRenderer:
 
     device = "CPU"
 
+    def max_lanes(self, op: Ops, dt: DType) -> int:
+        """How many lanes of `dt` the C code does `op` on at once (1: lane by lane)."""
+        lanes = VECTOR_LANES.get(dt, 1)
+        if op in _VECTOR_ANY or (op in _VECTOR_FLOAT and dtypes.is_float(dt)):
+            return lanes
+        if op in (Ops.MULACC, Ops.MAX) and dtypes.is_float(dt) and _HAS_AVX2_FMA:
+            return lanes
+        return 1
+
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         names: dict[UOp, str] = {}
         params: list[tuple[int, str]] = []  # (position, declaration): arguments in DEFINE_GLOBAL order
@@ -120,6 +175,8 @@ class CRenderer:
         depth = 1
         written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
         needs_floor = False
+        vectors = sorted({u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype for u in uops} - {None}, key=str)
+        vectors = [v for v in vectors if v.count > 1]
 
         def fresh(prefix: str) -> str:
             counters[prefix] = counters.get(prefix, 0) + 1
@@ -148,6 +205,16 @@ class CRenderer:
                 emit(f"{ctype(u.dtype.base)} {names[u]}[{u.dtype.size}];")
             elif op is Ops.CONST:
                 names[u] = render_const(u.arg, u.dtype)
+            elif op is Ops.SPECIAL:
+                names[u] = u.arg
+                params.append((1 << 31, f"const {ctype(u.dtype)} {names[u]}"))  # the thread index comes last
+            elif op is Ops.VECTORIZE:
+                bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(src)}}}")
+            elif op is Ops.GEP:
+                if len(u.arg) == 1:
+                    bind(u, "lane", f"{src[0]}[{u.arg[0]}]")
+                else:
+                    bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(f'{src[0]}[{i}]' for i in u.arg)}}}")
             elif op is Ops.RANGE:
                 names[u] = f"ridx{u.arg}"
                 emit(f"for ({ctype(u.dtype)} {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
@@ -165,12 +232,17 @@ class CRenderer:
                 names[u] = f"{src[0]}[{src[1]}]"  # an lvalue; LOAD and STORE use it as it is
             elif op is Ops.LOAD:
                 index = u.src[0]
-                expr = f"({names[index.src[2]]} ? {src[0]} : {src[1]})" if len(index.src) == 3 else src[0]
+                addr = _vector_access(u.dtype, index, src[0], "const ")
+                expr = f"({names[index.src[2]]} ? {addr} : {src[1]})" if len(index.src) == 3 else addr
                 bind(u, "val", expr)
             elif op is Ops.STORE:
-                emit(f"{src[0]} = {src[1]};")
+                emit(f"{_vector_access(u.src[1].dtype, u.src[0], src[0], '')} = {src[1]};")
+            elif op is Ops.CAST and u.dtype.count > 1:
+                bind(u, "cast", f"__builtin_convertvector({src[0]}, {ctype(u.dtype)})")
             elif op is Ops.CAST:
                 bind(u, "cast", f"({ctype(u.dtype)})({src[0]})")
+            elif op is Ops.BITCAST and u.dtype.count > 1:
+                bind(u, "cast", f"({ctype(u.dtype)})({src[0]})")  # GCC: a cast between vectors keeps the bits
             elif op is Ops.BITCAST:
                 pun = f"union {{ {ctype(u.src[0].dtype)} a; {ctype(u.dtype)} b; }}"
                 bind(u, "cast", f"(({pun}){{.a = {src[0]}}}).b")
@@ -184,7 +256,8 @@ class CRenderer:
                 raise NotImplementedError(f"the C renderer cannot render {op.name}")
         args = ", ".join(text for _, text in sorted(params, key=lambda p: p[0])) or "void"
         head = f"void {name}({args}) {{"
-        prelude = PRELUDE + (FLOOR_HELPERS if needs_floor else "")
+        typedefs = "".join(_typedefs(v) for v in vectors)
+        prelude = PRELUDE + typedefs + (FLOOR_HELPERS if needs_floor else "")
         return "\n".join([prelude, head, *lines, "}", ""])
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
@@ -198,6 +271,17 @@ class CRenderer:
             return f"(({ctype(dt)}){fn}({src[0]}, {src[1]}))", True
         if op is Ops.NEG:
             return (f"(!{src[0]})" if dt is dtypes.bool else f"(-{src[0]})"), False
+        if op in (Ops.MAX, Ops.MULACC) and dt.count > 1 and (dt.scalar(), dt.count) not in _VEC_BUILTIN_SUFFIX:
+            # no instruction for this width: lane by lane
+            lanes = [self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [f"{x}[{i}]" for x in src])[0]
+                     for i in range(dt.count)]
+            return f"({ctype(dt)}){{{', '.join(lanes)}}}", False
+        if op is Ops.MAX and dt.count > 1:
+            # NaN wins, as in numpy: maxps gives its second operand when either is NaN, so a NaN in `a` is put back
+            sfx = _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)]
+            a, b = src
+            nan_a = f"__builtin_ia32_cmp{sfx}({a}, {a}, 3)"
+            return f"__builtin_ia32_blendv{sfx}(__builtin_ia32_max{sfx}({a}, {b}), {a}, {nan_a})", False
         if op is Ops.MAX:
             a, b = src
             if dtypes.is_float(dt):
@@ -205,10 +289,32 @@ class CRenderer:
             return f"(({a} > {b}) ? {a} : {b})", False
         if op is Ops.WHERE:
             return f"({src[0]} ? {src[1]} : {src[2]})", False
+        if op is Ops.MULACC and dt.count > 1 and (dt.scalar(), dt.count) in _VEC_BUILTIN_SUFFIX:
+            return f"__builtin_ia32_vfmadd{_VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)]}({', '.join(src)})", False
+        if op is Ops.MULACC and dt in (dtypes.float32, dtypes.float64):
+            return f"__builtin_fma{'f' if dt is dtypes.float32 else ''}({', '.join(src)})", False
         if op is Ops.MULACC:
             return f"(({src[0]} * {src[1]}) + {src[2]})", False
         if op is Ops.RECIPROCAL:
-            return f"(({ctype(dt)})1 / {src[0]})", False
+            return f"({render_const(1.0, dt)} / {src[0]})", False
         if op in _MATH:
             return _float_math(op, dt, src[0]), False
         raise NotImplementedError(f"the C renderer cannot render {op.name}")
+
+
+def _typedefs(dt: DType) -> str:
+    """A vector type, and its unaligned twin for loads and stores at any element address."""
+    base, size, name = C_TYPES[dt.scalar()], dt.itemsize, vector_name(dt)
+    align = dt.scalar().itemsize
+    return (
+        f"typedef {base} {name} __attribute__((vector_size({size})));\n"
+        f"typedef {base} {name}_u __attribute__((vector_size({size}), aligned({align})));\n"
+    )
+
+
+def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
+    """A vector of `dt` read or written at a scalar pointer's element `lvalue`; anything else as it is."""
+    ptr = index.src[0].dtype
+    if dt.count > 1 and isinstance(ptr, PtrDType) and ptr.base.count == 1:
+        return f"(*({const}{vector_name(dt)}_u*)&{lvalue})"
+    return lvalue

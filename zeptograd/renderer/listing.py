@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zeptograd.uop.ops import UOp
+from zeptograd.dtype import DType
+from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.render import render_listing
 
 
 class ListingRenderer:
     device = "PYTHON"
+
+    def max_lanes(self, op: Ops, dt: DType) -> int:
+        """The interpreter executes every op on vectors of any width; 8 keeps programs like the CPU's."""
+        return 8
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         return f"# {name}\n{render_listing(uops)}\n"

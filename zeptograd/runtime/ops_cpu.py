@@ -14,6 +14,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from zeptograd.codegen import ProgramSpec
@@ -78,10 +79,33 @@ class CPUDevice:
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
         fn = self.compiler.library(program.src)[program.name]
         n_args = sum(1 for u in program.uops if u.op.name == "DEFINE_GLOBAL")
-        fn.argtypes = [ctypes.c_void_p] * n_args
+        threads = program.threads
+        fn.argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if threads > 1 else [])
         fn.restype = None
+        if threads == 1:
 
-        def run(bufs: Sequence[Buffer]) -> None:
-            fn(*[b.address for b in bufs])
+            def run(bufs: Sequence[Buffer]) -> None:
+                fn(*[b.address for b in bufs])
 
-        return run
+            return run
+
+        def run_threads(bufs: Sequence[Buffer]) -> None:
+            # ctypes lets go of the GIL during the call: the other cores run their chunks while this one runs
+            # chunk 0
+            args = [b.address for b in bufs]
+            others = [_pool(threads - 1).submit(fn, *args, core) for core in range(1, threads)]
+            fn(*args, 0)
+            for f in others:
+                f.result()
+
+        return run_threads
+
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A pool of `workers` threads that run kernel chunks, made once and kept."""
+    if workers not in _pools:
+        _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="zeptograd-core")
+    return _pools[workers]

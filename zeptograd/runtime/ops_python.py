@@ -38,6 +38,37 @@ def bitcast_value(value: Any, src: DType, dst: DType) -> Any:
     return struct.unpack(dst.fmt, struct.pack(src.fmt, value))[0]
 
 
+def _scalar_op(u: UOp, operands: list[Any]) -> Any:
+    if u.op is Ops.CAST:
+        return cast_value(operands[0], u.dtype.scalar())
+    if u.op is Ops.BITCAST:
+        return bitcast_value(operands[0], u.src[0].dtype.scalar(), u.dtype.scalar())
+    ret = exec_alu(u.op, u.dtype.scalar(), operands)
+    return 0 if ret is None else ret  # undefined in C (x // 0): any value will do
+
+
+def _lanewise(u: UOp, operands: list[Any]) -> Any:
+    """An ALU op, CAST or BITCAST: on scalars, or lane by lane on vectors (tuples)."""
+    count = u.dtype.count
+    if count == 1:
+        return _scalar_op(u, operands)
+    lanes = [x if isinstance(x, tuple) else (x,) * count for x in operands]
+    return tuple(_scalar_op(u, [x[k] for x in lanes]) for k in range(count))
+
+
+def _lanes_of_memory(dt: DType, index: UOp) -> int:
+    """How many consecutive elements a LOAD or STORE of `dt` through `index` touches (a vector access through a
+    pointer to scalars touches one per lane; through a pointer to vectors, one vector)."""
+    ptr = index.src[0].dtype
+    return dt.count if isinstance(ptr, PtrDType) and ptr.base.count == 1 else 1
+
+
+def _check_span(mem: Any, i: int, count: int) -> Any:
+    if not (0 <= i and i + count <= len(mem)):
+        raise IndexError(f"kernel accesses elements {i}..{i + count - 1} of a buffer of {len(mem)}")
+    return mem[i : i + count]
+
+
 class PythonProgram:
     """A linear program, ready to run on buffers held in numpy arrays."""
 
@@ -57,6 +88,13 @@ class PythonProgram:
                 self.jump[u.src[0]] = i
 
     def __call__(self, bufs: Sequence[Buffer]) -> None:
+        # a kernel split across cores runs its chunks one after another here
+        cores = next((u.src[0].arg for u in self.uops if u.op is Ops.SPECIAL), 1)
+        for core in range(cores):
+            self.run(bufs, core)
+
+    def run(self, bufs: Sequence[Buffer], core: int = 0) -> None:
+        """One call of the kernel: the chunk of thread `core`."""
         arrays = [b.array() for b in bufs]
         values: dict[UOp, Any] = {}
         regs: dict[UOp, list[Any]] = {}
@@ -93,7 +131,14 @@ class PythonProgram:
             elif op is Ops.DEFINE_VAR:
                 raise NotImplementedError("symbolic variables on the PYTHON device")
             elif op is Ops.CONST:
-                values[u] = u.arg
+                values[u] = u.arg if u.dtype.count == 1 else (u.arg,) * u.dtype.count
+            elif op is Ops.SPECIAL:
+                values[u] = core
+            elif op is Ops.VECTORIZE:
+                values[u] = tuple(values[s] for s in u.src)
+            elif op is Ops.GEP:
+                vec = values[u.src[0]]
+                values[u] = vec[u.arg[0]] if len(u.arg) == 1 else tuple(vec[i] for i in u.arg)
             elif op is Ops.AFTER:
                 values[u] = values[u.src[0]]
             elif op is Ops.INDEX:
@@ -105,23 +150,24 @@ class PythonProgram:
                 values[u] = (mem, i, gate)
             elif op is Ops.LOAD:
                 mem, i, gate = values[u.src[0]]
-                if gate:
+                if not gate:
+                    values[u] = values[u.src[1]]
+                elif _lanes_of_memory(u.dtype, u.src[0]) > 1:
+                    values[u] = tuple(_check_span(mem, i, u.dtype.count).tolist())
+                else:
                     x = mem[i]
                     values[u] = x.item() if hasattr(x, "item") else x
-                else:
-                    values[u] = values[u.src[1]]
             elif op is Ops.STORE:
                 mem, i, gate = values[u.src[0]]
                 if not gate:
                     raise RuntimeError("a gated STORE reached the PYTHON device: it must be lowered to IF/ENDIF")
-                mem[i] = values[u.src[1]]
-            elif op is Ops.CAST:
-                values[u] = cast_value(values[u.src[0]], u.dtype)
-            elif op is Ops.BITCAST:
-                values[u] = bitcast_value(values[u.src[0]], u.src[0].dtype, u.dtype)
-            elif op in GroupOp.ALU:
-                ret = exec_alu(op, u.dtype, [values[s] for s in u.src])
-                values[u] = 0 if ret is None else ret  # undefined in C (x // 0): any value will do
+                if _lanes_of_memory(u.src[1].dtype, u.src[0]) > 1:
+                    _check_span(mem, i, u.src[1].dtype.count)
+                    mem[i : i + u.src[1].dtype.count] = values[u.src[1]]
+                else:
+                    mem[i] = values[u.src[1]]
+            elif op in (Ops.CAST, Ops.BITCAST) or op in GroupOp.ALU:
+                values[u] = _lanewise(u, [values[s] for s in u.src])
             else:
                 raise NotImplementedError(f"the PYTHON device cannot execute {op.name}")
             pc += 1

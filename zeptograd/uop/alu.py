@@ -14,8 +14,11 @@ float16. `//` and `%` are floor division and floor modulo, as in Python, numpy a
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from zeptograd.dtype import DType, dtypes, truncate
 from zeptograd.uop.ops import Ops
@@ -90,6 +93,46 @@ def _shift_amount_ok(b: int, dtype: DType) -> bool:
     return 0 <= b < (8 * dtype.itemsize if dtype is not dtypes.index else 64)
 
 
+def fused_multiply_add(a: float, b: float, c: float, dtype: DType) -> float:
+    """a * b + c rounded once to `dtype` (an FMA instruction's result)."""
+    if not all(math.isfinite(x) for x in (a, b, c)):
+        return truncate(a * b + c, dtype)  # infinities and NaNs: the same as the unfused form
+    if dtype.itemsize < 8:
+        # a*b is exact in float64 for float32 operands, so a*b+c is rounded once to float64; rounding that to
+        # float32 again gives the correctly rounded result unless it landed exactly on a float32 midpoint
+        wide = a * b + c
+        near = truncate(wide, dtype)
+        if wide == near or not math.isfinite(near) or (near + _neighbour(near, wide, dtype)) / 2 != wide:
+            return near if wide != 0 or near != 0 else wide
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        return truncate(a * b + c, dtype)  # the sign of an exact zero
+    try:
+        wide = float(exact)  # int / int in Python rounds correctly
+    except OverflowError:
+        return math.copysign(math.inf, exact)
+    if dtype.itemsize == 8:
+        return wide
+    near = truncate(wide, dtype)
+    other = _neighbour(near, wide, dtype)
+    # the tie case: pick the nearer of the two neighbours exactly, ties to the even mantissa
+    d_near, d_other = abs(Fraction(near) - exact), abs(Fraction(other) - exact)
+    if d_other < d_near or (d_other == d_near and _odd_mantissa(near, dtype)):
+        return other
+    return near
+
+
+def _neighbour(x: float, toward: float, dtype: DType) -> float:
+    """The next value of `dtype` after `x` in the direction of `toward`."""
+    nt = np.float16 if dtype.itemsize == 2 else np.float32
+    return float(np.nextafter(nt(x), nt(math.inf if toward > x else -math.inf)))
+
+
+def _odd_mantissa(x: float, dtype: DType) -> bool:
+    nt, bits = (np.float16, np.uint16) if dtype.itemsize == 2 else (np.float32, np.uint32)
+    return bool(int(np.array(x, nt).view(bits)) & 1)
+
+
 # op -> (function on Python values); None from the function means "undefined, do not fold"
 python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.NEG: lambda a: not a if isinstance(a, bool) else -a,
@@ -134,6 +177,8 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
         return None
     if op in (Ops.SHL, Ops.SHR) and not _shift_amount_ok(operands[1], scalar):
         return None
+    if op is Ops.MULACC and dtypes.is_float(scalar):
+        return fused_multiply_add(*operands, scalar)
     ret = python_alu[op](*operands)
     if ret is None:
         return None

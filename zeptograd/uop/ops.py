@@ -56,6 +56,7 @@ class Ops(Enum):
     AFTER = auto()
     BARRIER = auto()
     RANGE = auto()
+    UNROLL = auto()  # (size,), arg axis: a lane index over [0, size); `expand` makes what depends on it a vector
     END = auto()
     REDUCE = auto()
     IF = auto()
@@ -502,6 +503,10 @@ class UOp(MathMixin):
             f"cannot STORE to a {self.op.name}: the target must be an INDEX (a memory write) or a "
             "BUFFER, DEFINE_GLOBAL, DEFINE_REG or DEFINE_VAR (an assignment)"
         )
+
+    def gep(self, lane: int) -> UOp:
+        """Lane `lane` of a vector (GEP); a scalar is its own only lane."""
+        return self if self.dtype.count == 1 else UOp(Ops.GEP, self.dtype.scalar(), (self,), (lane,))
 
     def after(self, *deps: UOp) -> UOp:
         """This value, ordered after `deps` (AFTER)."""

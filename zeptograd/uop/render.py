@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any
 
 from zeptograd.dtype import AddrSpace, DType, dtypes
+from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
 from zeptograd.uop.ops import Ops, UOp
 
 # infix operators and their binding strength (higher binds tighter), as in Python
@@ -62,6 +63,8 @@ def _node_text(u: UOp, parts: list[tuple[str, int]]) -> tuple[str, int]:
         return f"r{u.arg}", _ATOM
     if op is Ops.SPECIAL:
         return str(u.arg), _ATOM
+    if op is Ops.UNROLL:
+        return f"u{u.arg}", _ATOM
     if op is Ops.MUL and u.src[1].op is Ops.CONST and u.src[1].arg == -1 and not isinstance(u.src[1].arg, bool):
         return f"-{wrap(0, _UNARY_MINUS)}", _UNARY_MINUS
     if op is Ops.ADD and u.src[1].op is Ops.MUL and u.src[1].src[1].op is Ops.CONST and u.src[1].src[1].arg == -1:
@@ -133,12 +136,13 @@ def _pyrepr(x: Any) -> str:
     if isinstance(x, tuple):
         inner = ", ".join(_pyrepr(v) for v in x)
         return f"({inner},)" if len(x) == 1 else f"({inner})"
-    if isinstance(x, (DType, Enum, bool, int, str)) or x is None:
+    if isinstance(x, (DType, Enum, bool, int, str, KernelInfo, Opt)) or x is None:
         return repr(x)
     raise TypeError(f"pyrender cannot write an arg of type {type(x).__name__}: {x!r}")
 
 
 PYRENDER_GLOBALS: dict[str, Any] = {"UOp": UOp, "Ops": Ops, "dtypes": dtypes, "AddrSpace": AddrSpace, "math": math}
+PYRENDER_GLOBALS.update(KernelInfo=KernelInfo, Opt=Opt, OptOps=OptOps)
 """The names pyrender's source uses; `eval(u.pyrender(), PYRENDER_GLOBALS) is u`."""
 
 

@@ -1,0 +1,176 @@
+"""Devectorize: the vectors `expand` made, narrowed to what the target renders.
+
+A renderer says how many lanes it can give an op (`max_lanes(op, dtype)`: for the C renderer, 8 float32 or
+int32 lanes, 4 float64 or int64 lanes, the AVX2 width of this machine; 1 for ops it only has as scalar code).
+Each vector node becomes a list of chunks of at most that many lanes (a power of two that divides the width):
+
+- a LOAD or STORE through addresses `i, i+1, ..., i+w-1` with no gate is one vector access at `i`; other
+  addresses are read or written lane by lane (a gather, a scatter);
+- a REDUCE keeps one accumulator per chunk;
+- an operand's lanes are taken from the chunks that hold them (the chunk itself, a GEP, or a VECTORIZE of
+  single lanes).
+
+Then `x * y + z` in floats becomes one fused multiply-add (MULACC): the IR says where an FMA goes, the C
+compiler does not contract on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from zeptograd.dtype import DType, dtypes
+from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.pattern import PatternMatcher, UPat
+
+MaxLanes = Callable[[Ops, DType], int]
+
+
+def _width(total: int, limit: int) -> int:
+    """The largest power of two that divides `total` and is at most `limit`."""
+    w = 1
+    while w * 2 <= limit and total % (w * 2) == 0:
+        w *= 2
+    return w
+
+
+def _contiguous(addresses: list[UOp]) -> bool:
+    first = addresses[0]
+    for k, a in enumerate(addresses[1:], 1):
+        diff = (a - first).simplify()
+        if diff.op is not Ops.CONST or diff.arg != k:
+            return False
+    return True
+
+
+class _Devectorizer:
+    def __init__(self, max_lanes: MaxLanes) -> None:
+        self.max_lanes = max_lanes
+        self.chunks: dict[UOp, list[UOp]] = {}
+
+    def get(self, u: UOp, start: int, n: int) -> UOp:
+        """Lanes [start, start + n) of the devectorized `u`, as one node."""
+        offset = 0
+        for c in self.chunks[u]:
+            count = c.dtype.count
+            if offset == start and count == n:
+                return c
+            if offset <= start and start + n <= offset + count:
+                lanes = tuple(range(start - offset, start - offset + n))
+                return UOp(Ops.GEP, c.dtype.scalar().vec(n), (c,), lanes)
+            offset += count
+        return UOp(Ops.VECTORIZE, u.dtype.scalar().vec(n), tuple(self.get(u, start + k, 1) for k in range(n)))
+
+    def lanes_for(self, u: UOp) -> int:
+        limit = self.max_lanes(u.op, u.dtype.scalar())
+        for s in u.src:
+            if s.dtype.count > 1 or u.op in (Ops.CAST, Ops.BITCAST, Ops.WHERE):
+                limit = min(limit, self.max_lanes(u.op, s.dtype.scalar()))
+        return _width(u.dtype.count, limit)
+
+    def visit(self, u: UOp) -> None:
+        width = u.dtype.count
+        if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[1].dtype.count > 1:
+            self.chunks[u] = [self.store(u)]
+            return
+        if u.op is Ops.LOAD and width > 1 and u.src[0].op is Ops.INDEX:
+            self.chunks[u] = self.load(u)
+            return
+        if u.op is Ops.INDEX and any(s.dtype.count > 1 for s in u.src[1:]):
+            self.chunks[u] = [u]  # a vector of addresses: its LOAD or STORE reads the lanes itself
+            return
+        if width == 1 and u.op is not Ops.GEP:
+            src = tuple(self.get(s, 0, 1) for s in u.src)
+            self.chunks[u] = [u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)]
+            return
+        w = self.lanes_for(u)
+        out = []
+        for start in range(0, width, w):
+            if u.op is Ops.VECTORIZE:
+                parts = tuple(self.get(s, 0, 1) for s in u.src[start : start + w])
+                out.append(parts[0] if w == 1 else UOp(Ops.VECTORIZE, u.dtype.scalar().vec(w), parts))
+            elif u.op is Ops.GEP:
+                out.append(self.gep(u, start, w))
+            elif u.op is Ops.REDUCE:
+                out.append(u.replace(src=(self.get(u.src[0], start, w), *u.src[1:]), dtype=u.dtype.scalar().vec(w)))
+            else:
+                src = tuple(self.get(s, start, w) if s.dtype.count > 1 else self.get(s, 0, 1) for s in u.src)
+                out.append(u.replace(src=src, dtype=u.dtype.scalar().vec(w)))
+        self.chunks[u] = out
+
+    def gep(self, u: UOp, start: int, w: int) -> UOp:
+        lanes = u.arg[start : start + w]
+        src = u.src[0]
+        if list(lanes) == list(range(lanes[0], lanes[0] + w)):
+            return self.get(src, lanes[0], w)
+        if w > 1 and all(lane == lanes[0] for lane in lanes):
+            return UOp(Ops.VECTORIZE, u.dtype.scalar().vec(w), (self.get(src, lanes[0], 1),) * w)
+        return UOp(Ops.VECTORIZE, u.dtype.scalar().vec(w), tuple(self.get(src, lane, 1) for lane in lanes))
+
+    @staticmethod
+    def _addresses(index: UOp, width: int) -> tuple[list[UOp], list[UOp] | None]:
+        def lanes(x: UOp) -> list[UOp]:
+            return list(x.src) if x.op is Ops.VECTORIZE and x.dtype.count == width else [x] * width
+
+        gates = lanes(index.src[2]) if len(index.src) == 3 else None
+        return lanes(index.src[1]), gates
+
+    def load(self, u: UOp) -> list[UOp]:
+        index = u.src[0]
+        ptr = index.src[0]
+        width = u.dtype.count
+        addresses, gates = self._addresses(index, width)
+        w = _width(width, self.max_lanes(Ops.LOAD, u.dtype.scalar()))
+        out = []
+        for start in range(0, width, w):
+            addr = addresses[start : start + w]
+            if gates is None and w > 1 and _contiguous(addr):
+                out.append(ptr.index(addr[0]).load(dtype=u.dtype.scalar().vec(w)))
+                continue
+            scalars = []
+            for k in range(start, start + w):
+                if gates is None:
+                    scalars.append(ptr.index(addresses[k]).load())
+                else:
+                    alt = self.get(u.src[1], k, 1) if u.src[1].dtype.count > 1 else self.get(u.src[1], 0, 1)
+                    scalars.append(ptr.index(addresses[k], gates[k]).load(alt))
+            out.append(scalars[0] if w == 1 else UOp(Ops.VECTORIZE, u.dtype.scalar().vec(w), tuple(scalars)))
+        return out
+
+    def store(self, u: UOp) -> UOp:
+        index, value = u.src
+        ptr = index.src[0]
+        width = value.dtype.count
+        addresses, gates = self._addresses(index, width)
+        w = _width(width, self.max_lanes(Ops.STORE, value.dtype.scalar()))
+        stores = []
+        for start in range(0, width, w):
+            addr = addresses[start : start + w]
+            if gates is None and w > 1 and _contiguous(addr):
+                stores.append(ptr.index(addr[0]).store(self.get(value, start, w)))
+                continue
+            for k in range(start, start + w):
+                target = ptr.index(addresses[k]) if gates is None else ptr.index(addresses[k], gates[k])
+                stores.append(target.store(self.get(value, k, 1)))
+        return stores[0] if len(stores) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(stores))
+
+
+def devectorize(sink: UOp, max_lanes: MaxLanes) -> UOp:
+    """`sink` with every vector at most as wide as `max_lanes` allows (see the module docstring)."""
+    if not any(u.dtype.count > 1 for u in sink.toposort()):
+        return sink
+    dv = _Devectorizer(max_lanes)
+    for u in sink.toposort():
+        dv.visit(u)
+    return dv.chunks[sink][0]
+
+
+def _fma(m: UOp, c: UOp) -> UOp | None:
+    if not dtypes.is_float(m.dtype.scalar()):
+        return None
+    return UOp(Ops.MULACC, m.dtype, (m.src[0], m.src[1], c))
+
+
+# x * y + z -> MULACC(x, y, z): one rounding instead of two, one instruction
+fuse_multiply_add = PatternMatcher(
+    [(UPat(Ops.ADD, src=[UPat(Ops.MUL, name="m"), UPat.var("c")]), _fma, "x * y + z -> MULACC(x, y, z)")]
+)

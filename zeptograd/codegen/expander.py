@@ -1,0 +1,171 @@
+"""Expand: upcast and unrolled axes (UNROLL lanes) become vector dtypes.
+
+After `opt`, a kernel reads lane indices `u` (UNROLL, over [0, n)) in its index arithmetic. Every value that
+depends on some lanes becomes a vector with one element per combination of them (row-major over the lanes in
+axis order, so the last upcast axis varies fastest):
+
+- index arithmetic and gates stay scalar: an INDEX gets one address (and gate) per lane, each the scalar
+  expression with the lanes replaced by constants, simplified: `INDEX(p, VECTORIZE(i0, i1, ...))`;
+- a LOAD through such an INDEX, and every ALU op, CAST and BITCAST over vectors, is the same op on vectors;
+  an operand with fewer lanes is broadcast to the op's lanes (GEP, or VECTORIZE of a scalar);
+- a STORE writes each lane to its address;
+- a REDUCE over unrolled lanes keeps a vector of partial results (one accumulator lane each) and combines
+  the lanes after the loop.
+
+Whether a vector of addresses is one contiguous vector access, and how wide the vectors of the target are,
+is decided later, in `devectorize`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import reduce
+
+from zeptograd.dtype import dtypes
+from zeptograd.uop.ops import Ops, UOp
+
+_INDEX_LEAVES = (Ops.CONST, Ops.RANGE, Ops.UNROLL, Ops.SPECIAL, Ops.DEFINE_VAR)
+
+
+def _lane_coords(axes: tuple[UOp, ...]) -> list[tuple[int, ...]]:
+    """Every combination of lane values of `axes`, the last axis fastest."""
+    coords: list[tuple[int, ...]] = [()]
+    for a in axes:
+        coords = [c + (i,) for c in coords for i in range(a.src[0].arg)]
+    return coords
+
+
+def _sorted_axes(*groups: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    return tuple(sorted({a for g in groups for a in g}, key=lambda a: a.arg))
+
+
+class _Expander:
+    def __init__(self) -> None:
+        self.new: dict[UOp, UOp] = {}
+        self.axes: dict[UOp, tuple[UOp, ...]] = {}
+        self.symbolic: set[UOp] = set()  # index arithmetic and gates: kept scalar, substituted per lane
+        self.lane_cache: dict[tuple[UOp, tuple[UOp, ...]], UOp] = {}
+
+    def per_lane(self, u: UOp, axes: tuple[UOp, ...]) -> list[UOp]:
+        """The scalar expression `u` once per lane of `axes`, lanes replaced by constants and simplified."""
+        if not self.axes[u]:
+            return [u] * math.prod(a.src[0].arg for a in axes)
+        out = []
+        for coord in _lane_coords(axes):
+            mapping = {a: UOp.const(dtypes.index, c) for a, c in zip(axes, coord) if a in set(self.axes[u])}
+            out.append(u.substitute(mapping).simplify())
+        return out
+
+    def lanes(self, u: UOp, axes: tuple[UOp, ...]) -> UOp:
+        """The expanded form of source `u`, broadcast to the lanes of `axes` (a superset of its own)."""
+        own = self.axes[u]
+        if u in self.symbolic:
+            if not own:
+                return u if not axes else self.broadcast(u, len(_lane_coords(axes)))
+            key = (u, axes)
+            if key not in self.lane_cache:
+                self.lane_cache[key] = UOp(Ops.VECTORIZE, u.dtype.vec(len(_lane_coords(axes))), tuple(self.per_lane(u, axes)))
+            return self.lane_cache[key]
+        new = self.new[u]
+        if _same(own, axes):
+            return new
+        width = len(_lane_coords(axes))
+        if not own:
+            return self.broadcast(new, width)
+        position = {a: i for i, a in enumerate(axes)}
+        sizes = [a.src[0].arg for a in own]
+        picks = []
+        for coord in _lane_coords(axes):
+            flat = 0
+            for a, size in zip(own, sizes):
+                flat = flat * size + coord[position[a]]
+            picks.append(flat)
+        if picks == list(range(len(picks))):
+            return new
+        return UOp(Ops.GEP, new.dtype.scalar().vec(width), (new,), tuple(picks))
+
+    @staticmethod
+    def broadcast(x: UOp, width: int) -> UOp:
+        return x if width == 1 else UOp(Ops.VECTORIZE, x.dtype.vec(width), (x,) * width)
+
+    def visit(self, u: UOp) -> None:
+        axes = _sorted_axes(*(self.axes[s] for s in u.src)) if u.op is not Ops.UNROLL else (u,)
+        is_index = u.dtype.scalar() in (dtypes.index, dtypes.bool) and u.op not in (Ops.LOAD, Ops.CAST, Ops.BITCAST)
+        if u.op in _INDEX_LEAVES or (is_index and all(s in self.symbolic for s in u.src) and u.src):
+            self.symbolic.add(u)
+            self.axes[u] = axes
+            self.new[u] = u
+            return
+        if u.op is Ops.REDUCE:
+            self.expand_reduce(u)
+            return
+        if u.op is Ops.INDEX:
+            ptr, *rest = u.src
+            idx = tuple(self.lanes(s, axes) for s in rest)
+            self.axes[u] = axes
+            self.new[u] = u.replace(src=(self.new[ptr], *idx))
+            return
+        if u.op in (Ops.END, Ops.SINK, Ops.GROUP):
+            self.axes[u] = ()
+            self.new[u] = u.replace(src=tuple(self.new[s] if s not in self.symbolic else s for s in u.src))
+            return
+        if u.op is Ops.STORE and u.src[0].op is Ops.INDEX:
+            index_axes = self.axes[u.src[0]]
+            if not set(self.axes[u.src[1]]) <= set(index_axes):
+                raise RuntimeError("expand: a STORE's value varies along lanes its address does not")
+            value = self.lanes(u.src[1], index_axes)
+            self.axes[u] = ()
+            self.new[u] = u.replace(src=(self.new[u.src[0]], value))
+            return
+        width = len(_lane_coords(axes))
+        src = tuple(self.lanes(s, axes) if s.op is not Ops.DEFINE_GLOBAL else self.new[s] for s in u.src)
+        self.axes[u] = axes
+        dtype = u.dtype if u.op is Ops.LOAD and width == 1 else u.dtype.scalar().vec(width)
+        self.new[u] = u.replace(src=src, dtype=dtype) if (_changed(src, u.src) or dtype is not u.dtype) else u
+
+    def expand_reduce(self, r: UOp) -> None:
+        value = r.src[0]
+        loops = tuple(s for s in r.src[1:] if s.op is Ops.RANGE)
+        reduced = tuple(s for s in r.src[1:] if s.op is Ops.UNROLL)
+        axes = _sorted_axes(self.axes[value], reduced)
+        kept = tuple(a for a in axes if a not in set(reduced))
+        self.axes[r] = kept
+        vec = self.lanes(value, axes)
+        partial = UOp(Ops.REDUCE, vec.dtype, (vec, *loops), r.arg) if loops else vec
+        if not reduced:
+            self.new[r] = partial
+            return
+        # combine the lanes that differ only in the reduced axes, pairwise (a tree: fewer rounding steps)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for lane, coord in enumerate(_lane_coords(axes)):
+            groups.setdefault(tuple(c for a, c in zip(axes, coord) if a in set(kept)), []).append(lane)
+        outs = []
+        for lanes in groups.values():
+            parts = [partial.gep(i) for i in lanes]
+            while len(parts) > 1:
+                paired = [_combine(r.arg, parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+                parts = paired + ([parts[-1]] if len(parts) % 2 else [])
+            outs.append(parts[0])
+        self.new[r] = outs[0] if len(outs) == 1 else UOp(Ops.VECTORIZE, r.dtype.vec(len(outs)), tuple(outs))
+
+
+def _same(a: tuple[UOp, ...], b: tuple[UOp, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _changed(a: tuple[UOp, ...], b: tuple[UOp, ...]) -> bool:
+    return any(x is not y for x, y in zip(a, b))
+
+
+def _combine(op: Ops, a: UOp, b: UOp) -> UOp:
+    return reduce(lambda x, y: x.maximum(y) if op is Ops.MAX else x.alu(op, y), (b,), a)
+
+
+def expand(sink: UOp) -> UOp:
+    """`sink` with every value that depends on UNROLL lanes turned into vectors (see the module docstring)."""
+    if not any(u.op is Ops.UNROLL for u in sink.toposort()):
+        return sink
+    ex = _Expander()
+    for u in sink.toposort():
+        ex.visit(u)
+    return ex.new[sink]

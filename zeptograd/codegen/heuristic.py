@@ -1,0 +1,109 @@
+"""The hand-written plan for a kernel: which opts `opt` applies when no BEAM search is asked for.
+
+The rules, in order (each applied only where its amount divides the axis):
+
+1. Matmul-shaped kernels (a sum over products where one operand does not depend on an output axis `m` and
+   the other does not depend on an output axis `n`, with `n` contiguous in memory): a register tile of 4
+   rows of `m` by 16 columns of `n` (UPCAST both), so each loaded element is used 4 or 16 times from a
+   register and the inner loop is 8 vector FMAs on 8 accumulators.
+2. Other reductions: when the output's last axis is contiguous in the inputs (a sum over rows of a
+   column-major walk, `x.sum(0)`), UPCAST it to 8 lanes; when the reduce axis is the contiguous one
+   (`x.sum(1)`), UNROLL it by 32 (four 8-lane accumulators, so the adds of one iteration do not wait on
+   each other).
+3. Elementwise kernels: UPCAST the last output axis to 8 lanes when it is contiguous.
+4. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
+   that divides evenly across `THREADS` cores.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, reduce_axes
+from zeptograd.helpers import THREADS
+from zeptograd.uop.ops import Ops, UOp
+
+THREAD_MIN_WORK = 1 << 17  # below this a kernel runs in less time than waking a second core takes
+
+
+def _stride(idx: UOp, r: UOp) -> int | None:
+    """How far the address `idx` moves when loop `r` counts up by one (None when it is not a constant)."""
+    if r not in set(idx.toposort()):
+        return 0
+    step = (idx.substitute({r: r + 1}) - idx).simplify()
+    return step.arg if step.op is Ops.CONST else None
+
+
+def _reads(ast: UOp) -> list[UOp]:
+    return [u.src[0].src[1] for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+
+
+def _store_index(ast: UOp) -> UOp | None:
+    stores = [u for u in ast.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+    return stores[0].src[0].src[1] if len(stores) == 1 else None
+
+
+def _try(ast: UOp, opts: list[Opt], opt: Opt) -> UOp:
+    try:
+        new = apply_opt(ast, opt)
+    except OptError:
+        return ast
+    opts.append(opt)
+    return new
+
+
+def _divisor(size: int, choices: tuple[int, ...]) -> int | None:
+    return next((c for c in choices if size % c == 0 and size >= c), None)
+
+
+def _matmul_axes(ast: UOp, outs: list[UOp], reads: list[UOp], out_index: UOp) -> tuple[int, int] | None:
+    """(m, n): output axes such that one read ignores m, another ignores n and walks n contiguously."""
+    if len(outs) < 2 or len(reads) < 2:
+        return None
+    n_choices = [i for i, r in enumerate(outs) if _stride(out_index, r) == 1]
+    for n in n_choices:
+        rn = outs[n]
+        if not any(_stride(x, rn) == 1 for x in reads):
+            continue
+        for m in range(len(outs) - 1, -1, -1):
+            rm = outs[m]
+            if m == n:
+                continue
+            ignores_m = any(rm not in set(x.toposort()) and rn in set(x.toposort()) for x in reads)
+            ignores_n = any(rn not in set(x.toposort()) and rm in set(x.toposort()) for x in reads)
+            if ignores_m and ignores_n:
+                return m, n
+    return None
+
+
+def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
+    """The heuristic plan for kernel `ast` (see the module docstring)."""
+    opts: list[Opt] = []
+    outs, reds = output_axes(ast), reduce_axes(ast)
+    reads, out_index = _reads(ast), _store_index(ast)
+    if out_index is None or any(r.src[0].op is not Ops.CONST for r in outs + reds):
+        return opts
+    sizes = [r.src[0].arg for r in outs]
+    work = math.prod(sizes) * math.prod(r.src[0].arg for r in reds)
+    mm = _matmul_axes(ast, outs, reads, out_index) if reds else None
+    if mm is not None:
+        m, n = mm
+        if (an := _divisor(sizes[n], (16, 8))) is not None:
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, n, an))
+        if (am := _divisor(sizes[m], (4, 2))) is not None:
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
+    elif outs and any(_stride(x, outs[-1]) == 1 for x in reads) and (_stride(out_index, outs[-1]) == 1):
+        if (a := _divisor(sizes[-1], (8, 4, 2))) is not None:
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a))
+    elif reds:
+        last = reds[-1]
+        if any(_stride(x, last) == 1 for x in reads) and (a := _divisor(last.src[0].arg, (32, 16, 8, 4))) is not None:
+            ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
+    threads = THREADS.value
+    if threads > 1 and work >= THREAD_MIN_WORK:
+        for i, r in enumerate(output_axes(ast)):
+            if r.src[0].arg % threads == 0:
+                ast = _try(ast, opts, Opt(OptOps.THREAD, i, threads))
+                break
+    return opts

@@ -1,0 +1,219 @@
+"""Kernel optimizations as data: an `Opt(op, axis, amount)` rewrites the loops of a kernel AST, and a kernel's
+plan is a list of them, applied in order. The applied plan is recorded on the kernel: its SINK carries a
+`KernelInfo(name, opts)`.
+
+Axes are numbered in loop order at the time an opt is applied: the output axes (the loops of the END)
+first, then the reduce axes (the loops of the REDUCEs). UPCAST, THREAD and SWAP take an output axis; UNROLL
+takes a reduce axis counted from the first reduce axis (`Opt(UNROLL, 0, 4)` unrolls the first one); PADTO
+takes any axis in the full numbering.
+
+- `UPCAST(axis, n)`: the output loop `r` over N becomes `r' * n + u` with a loop `r'` over N/n and a lane
+  `u` (UNROLL) over n: `expand` turns every value that depends on `u` into a vector of n lanes, so the
+  kernel computes a register tile per iteration. `n = 0` upcasts the whole axis.
+- `UNROLL(axis, n)`: the same for a reduce axis: the accumulator becomes a vector of n partial results,
+  reduced across lanes after the loop.
+- `THREAD(axis, n)`: the output loop is split into n contiguous chunks, one per core: `r = core * N/n + r'`
+  with `core` a SPECIAL index that the runtime sets for each thread.
+- `SWAP(axis, other)`: exchanges the nesting order of two output loops.
+- `PADTO(axis, n)`: the loop runs to the next multiple of n; the extra iterations read nothing (their loads
+  are gated), store nothing, and add the reduction's identity, so a tile of n divides the axis.
+- `LOCAL`, `GROUP`, `GROUPTOP`, `TC`: the GPU backends' opts (work-group axes, grouped reductions through local
+  memory, tensor cores); the CPU refuses them.
+
+An opt that does not fit the kernel raises `OptError` naming the opt, the axis and why; it never gives a
+wrong kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+from zeptograd.dtype import dtypes
+from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
+from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.rewrite import graph_rewrite
+from zeptograd.uop.symbolic import symbolic
+
+
+class OptError(ValueError):
+    """An opt that does not fit the kernel it is applied to."""
+
+
+def ast_name(ast: UOp) -> str:
+    """The name of a kernel AST, optimized or not."""
+    arg = ast.arg
+    if isinstance(arg, KernelInfo):
+        return arg.name
+    return arg if isinstance(arg, str) and arg else "kernel"
+
+
+def applied_opts(ast: UOp) -> tuple[Opt, ...]:
+    """The opts recorded on a kernel AST's SINK (none for an unoptimized kernel)."""
+    return ast.arg.opts if isinstance(ast.arg, KernelInfo) else ()
+
+
+def output_axes(ast: UOp) -> list[UOp]:
+    """The output loops of a kernel AST, in loop order."""
+    loops = [r for u in ast.src if u.op is Ops.END for r in u.src[1:]]
+    return sorted(dict.fromkeys(loops), key=lambda r: r.arg)
+
+
+def reduce_axes(ast: UOp) -> list[UOp]:
+    """The reduce loops of a kernel AST, in loop order."""
+    loops = [r for u in ast.toposort() if u.op is Ops.REDUCE for r in u.src[1:] if r.op is Ops.RANGE]
+    return sorted(dict.fromkeys(loops), key=lambda r: r.arg)
+
+
+def _size(r: UOp) -> int:
+    if r.src[0].op is not Ops.CONST:
+        raise OptError(f"loop {r.arg} has a symbolic size: only constant loops are optimized")
+    return r.src[0].arg
+
+
+def _next_axis(ast: UOp) -> int:
+    ids = [u.arg for u in ast.toposort() if u.op in (Ops.RANGE, Ops.UNROLL)]
+    return max(ids, default=-1) + 1
+
+
+def _rebuild(ast: UOp, old: UOp, expr: UOp, loops: tuple[UOp, ...], lanes: tuple[UOp, ...] = ()) -> UOp:
+    """`ast` with the loop `old` replaced: reads of its index become `expr`; in the END or REDUCE that closes it,
+    it becomes `loops` (the loops that now run in its place) and, for a REDUCE, also `lanes` (unrolled lanes
+    it now reduces over)."""
+    done: dict[UOp, UOp] = {old: expr}
+    for u in ast.toposort():
+        if u is old:
+            continue
+        if u.op in (Ops.END, Ops.REDUCE) and any(s is old for s in u.src[1:]):
+            ranges: list[UOp] = []
+            for r in u.src[1:]:
+                ranges.extend((*loops, *(lanes if u.op is Ops.REDUCE else ())) if r is old else (done[r],))
+            value = done[u.src[0]]
+            if u.op is Ops.END and not any(r.op is Ops.RANGE for r in ranges):
+                done[u] = value  # the last loop is gone: the store runs once
+            else:
+                done[u] = u.replace(src=(value, *ranges))
+            continue
+        src = tuple(done[s] for s in u.src)
+        done[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+    return done[ast]
+
+
+def _index(value: int) -> UOp:
+    return UOp.const(dtypes.index, value)
+
+
+def _split(ast: UOp, r: UOp, amount: int, reduce: bool, axis_id: int) -> UOp:
+    """r over N -> r' * amount + lane, with r' over N/amount and lane an UNROLL over amount."""
+    size = _size(r)
+    lane = UOp(Ops.UNROLL, dtypes.index, (_index(amount),), axis_id)
+    if size == amount:
+        return _rebuild(ast, r, lane, (), (lane,) if reduce else ())
+    outer = UOp.range(size // amount, r.arg)
+    return _rebuild(ast, r, outer * amount + lane, (outer,), (lane,) if reduce else ())
+
+
+def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
+    size = _size(r)
+    core = UOp(Ops.SPECIAL, dtypes.index, (_index(amount),), "core")
+    if size == amount:
+        return _rebuild(ast, r, core, ())
+    inner = UOp.range(size // amount, r.arg)
+    return _rebuild(ast, r, core * (size // amount) + inner, (inner,))
+
+
+def _gate_reads(ast: UOp, loop: UOp, valid: UOp) -> UOp:
+    """Every global read and write whose address depends on `loop` gated by `valid` as well."""
+    done: dict[UOp, UOp] = {}
+    for u in ast.toposort():
+        src = tuple(done[s] for s in u.src)
+        new = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+        if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and loop in set(u.src[1].toposort()):
+            gate = valid if len(new.src) == 2 else new.src[2] & valid
+            new = new.src[0].index(new.src[1], gate)
+        elif u.op is Ops.LOAD and len(new.src) == 1 and len(new.src[0].src) == 3:
+            new = new.replace(src=(new.src[0], UOp.const(new.dtype, 0)))
+        done[u] = new
+    return done[ast]
+
+
+def _padto(ast: UOp, r: UOp, amount: int, reduce: bool) -> UOp:
+    size = _size(r)
+    padded = -(-size // amount) * amount
+    if padded == size:
+        return ast
+    bigger = UOp.range(padded, r.arg)
+    valid = bigger < size
+    ast = _rebuild(ast, r, bigger, (bigger,))
+    if reduce:
+        from zeptograd.codegen.lowering import identity_element
+
+        # the padded iterations add the reduction's identity
+        replace = {}
+        for u in ast.toposort():
+            if u.op is Ops.REDUCE and any(s is bigger for s in u.src[1:]):
+                replace[u] = u.replace(src=(valid.where(u.src[0], identity_element(u.arg, u.dtype)), *u.src[1:]))
+        ast = ast.substitute(replace)
+    return _gate_reads(ast, bigger, valid)
+
+
+def _fail(opt: Opt, why: str) -> OptError:
+    return OptError(f"{opt}: {why}")
+
+
+def apply_opt(ast: UOp, opt: Opt) -> UOp:
+    """`ast` with one more opt applied (its SINK records it); raises OptError when the opt does not fit."""
+    if not isinstance(opt, Opt):
+        raise TypeError(f"an opt is an Opt(op, axis, amount), got {opt!r}")
+    outs, reds = output_axes(ast), reduce_axes(ast)
+    if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
+        raise _fail(opt, f"{opt.op.name} needs a GPU-style device; the CPU does not have it")
+    axes = reds if opt.op is OptOps.UNROLL else outs + reds if opt.op is OptOps.PADTO else outs
+    kind = "reduce" if opt.op is OptOps.UNROLL else "" if opt.op is OptOps.PADTO else "output"
+    if not isinstance(opt.axis, int) or not 0 <= opt.axis < len(axes):
+        raise _fail(opt, f"axis {opt.axis} out of range: the kernel has {len(axes)} {kind} axes".replace("  ", " "))
+    r = axes[opt.axis]
+    size = _size(r)
+    if opt.op is OptOps.SWAP:
+        if not 0 <= opt.amount < len(outs) or opt.amount == opt.axis:
+            raise _fail(opt, f"SWAP needs another output axis, got {opt.amount} of {len(outs)}")
+        other = outs[opt.amount]
+        a, b = r.replace(arg=-1 - r.arg), other.replace(arg=-1 - other.arg)
+        new = ast.substitute({r: a, other: b})
+        new = new.substitute({a: a.replace(arg=other.arg), b: b.replace(arg=r.arg)})
+    else:
+        amount = size if opt.amount == 0 and opt.op in (OptOps.UPCAST, OptOps.UNROLL) else opt.amount
+        if not isinstance(amount, int) or amount < 1:
+            raise _fail(opt, f"the amount must be a positive int, got {opt.amount!r}")
+        if opt.op is OptOps.PADTO:
+            new = _padto(ast, r, amount, r in reds)
+        else:
+            if size % amount != 0:
+                raise _fail(opt, f"{amount} does not divide the axis size {size} (pad it first with PADTO)")
+            if opt.op is OptOps.THREAD:
+                if any(u.op is Ops.SPECIAL for u in ast.toposort()):
+                    raise _fail(opt, "the kernel is split across threads already")
+                new = _thread(ast, r, amount)
+            else:
+                if amount > 256:
+                    raise _fail(opt, f"{amount} lanes is too many for registers (at most 256)")
+                new = _split(ast, r, amount, opt.op is OptOps.UNROLL, _next_axis(ast))
+    new = graph_rewrite(new, symbolic, name="simplify after opt")
+    info = KernelInfo(ast_name(ast), applied_opts(ast) + (opt,))
+    return new.replace(arg=info)
+
+
+def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
+    """`ast` with `opts` applied in order; the SINK records them.
+
+    >>> from zeptograd.schedule.kernelize import lower_kernel
+    >>> x = Tensor.ones(4, 8).contiguous().realize()
+    >>> ast, _ = lower_kernel(x.uop.base if hasattr(x.uop, "base") else x.uop, (x.uop * 2))  # doctest: +SKIP
+    """
+    for opt in opts:
+        ast = apply_opt(ast, opt)
+    return ast
+
+
+def lanes(ast: UOp) -> int:
+    """How many vector lanes the kernel's upcasts and unrolls make, in all."""
+    return math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.UNROLL)
