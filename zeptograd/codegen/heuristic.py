@@ -89,17 +89,20 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
     mm = _matmul_axes(ast, outs, reads, out_index) if reds else None
     if mm is not None:
         m, n = mm
-        if (an := _divisor(sizes[n], (16, 8))) is not None:
-            ast = _try(ast, opts, Opt(OptOps.UPCAST, n, an))
+        rn = outs[n]
+        # m first: the lanes of the axis upcast last vary fastest, and n is the one contiguous in memory
         if (am := _divisor(sizes[m], (4, 2))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
+        n = next(i for i, r in enumerate(output_axes(ast)) if r is rn)
+        if (an := _divisor(sizes[n], (16, 8))) is not None:
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, n, an))
+    elif reds and any(_stride(x, reds[-1]) == 1 for x in reads):
+        # a reduction along contiguous memory: vector accumulators over the reduce axis
+        if (a := _divisor(reds[-1].src[0].arg, (32, 16, 8, 4))) is not None:
+            ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
     elif outs and any(_stride(x, outs[-1]) == 1 for x in reads) and (_stride(out_index, outs[-1]) == 1):
         if (a := _divisor(sizes[-1], (8, 4, 2))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a))
-    elif reds:
-        last = reds[-1]
-        if any(_stride(x, last) == 1 for x in reads) and (a := _divisor(last.src[0].arg, (32, 16, 8, 4))) is not None:
-            ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
     threads = THREADS.value
     if threads > 1 and work >= THREAD_MIN_WORK:
         for i, r in enumerate(output_axes(ast)):

@@ -224,9 +224,9 @@ def check_index(x: UOp) -> Verdict:
     ptr, idx = x.src[0], x.src[1]
     if not isinstance(ptr.dtype, PtrDType):
         return f"INDEX needs a pointer, got {ptr.dtype!r}"
-    if not dtypes.is_int(idx.dtype):
+    if not dtypes.is_int(idx.dtype.scalar()):
         return f"INDEX's index must be an integer, got {idx.dtype!r}"
-    if len(x.src) == 3 and x.src[2].dtype is not dtypes.bool:
+    if len(x.src) == 3 and x.src[2].dtype.scalar() is not dtypes.bool:
         return f"INDEX's gate must be bool, got {x.src[2].dtype!r}"
     return True if x.dtype is ptr.dtype else "INDEX has its pointer's dtype"
 
@@ -247,14 +247,20 @@ def check_load(ld: UOp) -> Verdict:
 def check_reduce(r: UOp) -> Verdict:
     if r.arg not in (Ops.ADD, Ops.MUL, Ops.MAX):
         return f"REDUCE's arg is ADD, MUL or MAX, got {r.arg!r}"
-    if not r.src or any(s.op is not Ops.RANGE for s in r.src[1:]):
-        return "REDUCE takes a value and the RANGEs it reduces over"
+    if not r.src or any(s.op not in (Ops.RANGE, Ops.UNROLL) for s in r.src[1:]):
+        return "REDUCE takes a value and the RANGEs (and UNROLL lanes) it reduces over"
     return True if r.dtype is r.src[0].dtype else "REDUCE keeps its value's dtype"
 
 
 def check_end(e: UOp) -> Verdict:
     if len(e.src) < 2 or any(s.op is not Ops.RANGE for s in e.src[1:]):
         return "END takes what the loop computes and the RANGEs it closes"
+    return True
+
+
+def check_unroll(u: UOp) -> Verdict:
+    if len(u.src) != 1 or u.src[0].op is not Ops.CONST or u.dtype is not dtypes.index or not isinstance(u.arg, int):
+        return "UNROLL is an index lane over [0, n): one CONST source n, an int axis as arg"
     return True
 
 
@@ -271,6 +277,7 @@ kernel_spec = shared_spec + PatternMatcher(
         (UPat(Ops.DEFINE_REG, name="d"), _pointer(AddrSpace.REG), "DEFINE_REG"),
         (UPat(Ops.RANGE, name="r"), check_range, "RANGE"),
         (UPat(Ops.SPECIAL, name="s"), check_special, "SPECIAL"),
+        (UPat(Ops.UNROLL, name="u"), check_unroll, "UNROLL"),
         (UPat(Ops.INDEX, name="x"), check_index, "INDEX"),
         (UPat(Ops.LOAD, name="ld"), check_load, "LOAD"),
         (UPat(Ops.REDUCE, name="r"), check_reduce, "REDUCE"),
