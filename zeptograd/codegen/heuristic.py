@@ -3,9 +3,10 @@
 The rules, in order (each applied only where its amount divides the axis):
 
 1. Matmul-shaped kernels (a sum over products where one operand does not depend on an output axis `m` and
-   the other does not depend on an output axis `n`, with `n` contiguous in memory): a register tile of 4
-   rows of `m` by 16 columns of `n` (UPCAST both), so each loaded element is used 4 or 16 times from a
-   register and the inner loop is 8 vector FMAs on 8 accumulators.
+   the other does not depend on an output axis `n`, with `n` contiguous in the output): a register tile of
+   4 rows of `m` by 16 columns of `n` (UPCAST both), so each loaded element is used 4 or 16 times from a
+   register and the inner loop is 8 vector FMAs on 8 accumulators. (Tensor.matmul stores a large right
+   operand as 16-column panels, so the 16 lanes of `n` are one contiguous read.)
 2. Other reductions: when the output's last axis is contiguous in the inputs (a sum over rows of a
    column-major walk, `x.sum(0)`), UPCAST it to 8 lanes; when the reduce axis is the contiguous one
    (`x.sum(1)`), UNROLL it by 32 (four 8-lane accumulators, so the adds of one iteration do not wait on
@@ -58,14 +59,12 @@ def _divisor(size: int, choices: tuple[int, ...]) -> int | None:
 
 
 def _matmul_axes(ast: UOp, outs: list[UOp], reads: list[UOp], out_index: UOp) -> tuple[int, int] | None:
-    """(m, n): output axes such that one read ignores m, another ignores n and walks n contiguously."""
+    """(m, n): output axes such that one read ignores m and another ignores n, n contiguous in the output."""
     if len(outs) < 2 or len(reads) < 2:
         return None
     n_choices = [i for i, r in enumerate(outs) if _stride(out_index, r) == 1]
     for n in n_choices:
         rn = outs[n]
-        if not any(_stride(x, rn) == 1 for x in reads):
-            continue
         for m in range(len(outs) - 1, -1, -1):
             rm = outs[m]
             if m == n:

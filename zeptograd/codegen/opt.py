@@ -185,7 +185,7 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
         if not isinstance(amount, int) or amount < 1:
             raise _fail(opt, f"the amount must be a positive int, got {opt.amount!r}")
         if opt.op is OptOps.PADTO:
-            new = _padto(ast, r, amount, r in reds)
+            new = _padto(ast, r, amount, opt.axis >= len(outs))
         else:
             if size % amount != 0:
                 raise _fail(opt, f"{amount} does not divide the axis size {size} (pad it first with PADTO)")

@@ -72,6 +72,28 @@ def _parse_einsum(formula: str, operands: Sequence[Tensor]) -> tuple[list[list[s
     return labels, out
 
 
+# a large CPU matmul copies its right operand into panels of PANEL columns, each panel contiguous (K rows of
+# PANEL values): the kernel's register tile (4 rows by 16 columns, codegen/heuristic.py) then walks one panel
+# straight through memory instead of reading 64 bytes from every row of B (rows 4 KiB apart in a 1024-wide
+# matrix, which the caches cannot hold: 20 -> 47 GFLOP/s at n=1024, for one copy of B)
+PANEL = 16
+PACK_MIN_WORK = 1 << 21
+
+
+def _packs(a_shape: tuple[int, ...], b_shape: tuple[int, ...], device: str) -> bool:
+    m, (k, n) = a_shape[-2], b_shape[-2:]
+    return device == "CPU" and n % PANEL == 0 and n > PANEL and m >= 4 and m * n * k >= PACK_MIN_WORK
+
+
+def _panels(b: Any) -> Any:
+    """`b` (..., K, N), stored as N/PANEL contiguous panels of K x PANEL values, read back as (..., K, N)."""
+    *batch, k, n = b.shape
+    nb = len(batch)
+    split = b.reshape(*batch, k, n // PANEL, PANEL)
+    order = (*range(nb), nb + 1, nb, nb + 2)
+    return split.permute(*order).contiguous().permute(*order).reshape(*batch, k, n)
+
+
 class FunctionalMixin:
     """Ops built from elementwise ops, reductions and movement: products, normalizations, resampling."""
 
@@ -116,6 +138,8 @@ class FunctionalMixin:
                 f"matmul: the batch axes of shapes {self.shape} and {x.shape} cannot be broadcast together"
             ) from None
         dt = tensor_dtype(dtype, "matmul") if dtype is not None else least_upper_dtype(a.dtype, b.dtype)
+        if _packs(a.shape, b.shape, self.device):
+            b = _panels(b)
         a3 = a.cast(dt).reshape(*a.shape[:-1], 1, a.shape[-1])
         bt = b.cast(dt).transpose(-1, -2)
         b3 = bt.reshape(*bt.shape[:-2], 1, *bt.shape[-2:])

@@ -64,6 +64,7 @@ def _lanes_of_memory(dt: DType, index: UOp) -> int:
 
 
 def _check_span(mem: Any, i: int, count: int) -> Any:
+    # numpy would wrap a negative index: the reference device checks every access instead
     if not (0 <= i and i + count <= len(mem)):
         raise IndexError(f"kernel accesses elements {i}..{i + count - 1} of a buffer of {len(mem)}")
     return mem[i : i + count]
@@ -143,11 +144,8 @@ class PythonProgram:
                 values[u] = values[u.src[0]]
             elif op is Ops.INDEX:
                 gate = values[u.src[2]] if len(u.src) == 3 else True
-                mem, i = values[u.src[0]], values[u.src[1]]
-                if gate and not 0 <= i < len(mem):
-                    # numpy would wrap a negative index: the reference device checks every access instead
-                    raise IndexError(f"kernel accesses element {i} of a buffer of {len(mem)} ({u.src[0].op.name})")
-                values[u] = (mem, i, gate)
+                # an address is only checked when it is read or written (inside an IF it may be out of range)
+                values[u] = (values[u.src[0]], values[u.src[1]], gate)
             elif op is Ops.LOAD:
                 mem, i, gate = values[u.src[0]]
                 if not gate:
@@ -155,7 +153,7 @@ class PythonProgram:
                 elif _lanes_of_memory(u.dtype, u.src[0]) > 1:
                     values[u] = tuple(_check_span(mem, i, u.dtype.count).tolist())
                 else:
-                    x = mem[i]
+                    x = _check_span(mem, i, 1)[0]
                     values[u] = x.item() if hasattr(x, "item") else x
             elif op is Ops.STORE:
                 mem, i, gate = values[u.src[0]]
@@ -165,6 +163,7 @@ class PythonProgram:
                     _check_span(mem, i, u.src[1].dtype.count)
                     mem[i : i + u.src[1].dtype.count] = values[u.src[1]]
                 else:
+                    _check_span(mem, i, 1)
                     mem[i] = values[u.src[1]]
             elif op in (Ops.CAST, Ops.BITCAST) or op in GroupOp.ALU:
                 values[u] = _lanewise(u, [values[s] for s in u.src])

@@ -1,0 +1,197 @@
+"""The kernel optimizer: plans (lists of `Opt`) applied to kernel ASTs, checked against numpy.
+
+The fuzz test applies random plans to random kernels (elementwise, reductions, matmul-shaped, padded and
+strided reads) and runs them on the CPU and the PYTHON device; every plan either gives numpy's answer or is
+refused with an OptError before any code is made.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from zeptograd import Context, Device, Tensor
+from zeptograd.codegen import get_program
+from zeptograd.codegen.heuristic import hand_coded_opts
+from zeptograd.codegen.opt import KernelInfo, Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
+from zeptograd.runtime.buffer import buffer_for
+from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.uop.ops import Ops
+
+
+def _kernel(t: Tensor, device: str = "CPU"):
+    items, _ = create_schedule([t.uop], [device])
+    assert len(items) == 1, "the test expressions are one kernel each"
+    return items[0]
+
+
+def run_plan(t: Tensor, opts: list[Opt], device: str = "CPU") -> np.ndarray:
+    """The value of one-kernel expression `t`, computed by its kernel with plan `opts`."""
+    item = _kernel(t, device)
+    program = get_program(item.ast, Device[device].renderer, opts)
+    bufs = [buffer_for(b) for b in item.bufs]
+    for b in bufs:
+        b.array()
+    Device[device].runner(program)(bufs)
+    return bufs[0].numpy()[: int(np.prod(t.shape))].reshape(t.shape)
+
+
+def _inputs(*shapes: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+# (name, numpy inputs, zeptograd expression, numpy oracle): each is one kernel
+def _cases():
+    a, b = _inputs((12, 10), (10, 8))
+    yield "matmul", (a, b), lambda x, y: x @ y, lambda x, y: x @ y
+    (c,) = _inputs((6, 16))
+    yield "elementwise", (c,), lambda x: (x * 2 + 1).maximum(0), lambda x: np.maximum(x * 2 + 1, 0)
+    yield "sum rows", (c,), lambda x: x.sum(1), lambda x: x.sum(1)
+    yield "sum cols", (c,), lambda x: x.sum(0), lambda x: x.sum(0)
+    yield "max rows", (c,), lambda x: x.max(1), lambda x: x.max(1)
+    (d,) = _inputs((7, 9))
+    yield "padded", (d,), lambda x: x.pad(((1, 2), (0, 3))) * 3, lambda x: np.pad(x, ((1, 2), (0, 3))) * 3
+    yield "strided", (d,), lambda x: x[::2, ::-1] + 1, lambda x: x[::2, ::-1] + 1
+    yield "transpose sum", (d,), lambda x: (x.T * x.T).sum(1), lambda x: (x.T * x.T).sum(1)
+    e, f = _inputs((3, 5, 6), (3, 6, 4))
+    yield "batched matmul", (e, f), lambda x, y: x @ y, lambda x, y: x @ y
+    (g,) = _inputs((15,))
+    yield "odd 1d", (g,), lambda x: x * x - 2, lambda x: x * x - 2
+    (h,) = _inputs((4, 6, 5))
+    yield "sum middle", (h,), lambda x: x.sum(1) * 2, lambda x: x.sum(1) * 2
+
+
+CASES = list(_cases())
+
+
+def _random_opt(rng: random.Random, ast) -> Opt:
+    outs, reds = output_axes(ast), reduce_axes(ast)
+    op = rng.choice([OptOps.UPCAST, OptOps.UPCAST, OptOps.UNROLL, OptOps.THREAD, OptOps.SWAP, OptOps.PADTO])
+    if op is OptOps.UNROLL:
+        return Opt(op, rng.randrange(max(len(reds), 1) + 1), rng.choice([0, 2, 3, 4, 5, 8]))
+    if op is OptOps.SWAP:
+        return Opt(op, rng.randrange(max(len(outs), 1) + 1), rng.randrange(max(len(outs), 1) + 1))
+    if op is OptOps.PADTO:
+        return Opt(op, rng.randrange(len(outs) + len(reds) + 1), rng.choice([2, 3, 4, 8]))
+    return Opt(op, rng.randrange(max(len(outs), 1) + 1), rng.choice([0, 2, 3, 4, 6, 8, 16]))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_random_plans_match_numpy(case):
+    name, arrays, expr, oracle = case
+    expected = oracle(*[x.astype(np.float64) for x in arrays])
+    rng = random.Random(name)
+    for trial in range(12):
+        device = "PYTHON" if trial % 4 == 3 else "CPU"
+        tensors = [Tensor(x, device=device).realize() for x in arrays]
+        t = expr(*tensors)
+        ast = _kernel(t, device).ast
+        plan: list[Opt] = []
+        for _ in range(rng.randrange(1, 5)):
+            opt = _random_opt(rng, ast)
+            try:
+                ast = apply_opts(ast, [opt])
+            except OptError as e:
+                assert opt.op.name in str(e)  # refused, and the message names the opt
+                continue
+            plan.append(opt)
+        got = run_plan(t, plan, device)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=f"{name} {device} {plan}")
+
+
+def test_invalid_plans_are_refused_naming_the_opt_and_axis():
+    x = Tensor(np.ones((6, 10), np.float32)).realize()
+    ast = _kernel(x.sum(1)).ast
+    with pytest.raises(OptError, match=r"UPCAST, 0, 4\).*4 does not divide the axis size 6"):
+        apply_opts(ast, [Opt(OptOps.UPCAST, 0, 4)])
+    with pytest.raises(OptError, match=r"UPCAST, 3, 2\).*axis 3 out of range: the kernel has 1 output axes"):
+        apply_opts(ast, [Opt(OptOps.UPCAST, 3, 2)])
+    with pytest.raises(OptError, match=r"UNROLL, 1, 2\).*axis 1 out of range"):
+        apply_opts(ast, [Opt(OptOps.UNROLL, 1, 2)])
+    with pytest.raises(OptError, match="the CPU does not have it"):
+        apply_opts(ast, [Opt(OptOps.LOCAL, 0, 2)])
+    with pytest.raises(OptError, match="split across threads already"):
+        apply_opts(ast, [Opt(OptOps.THREAD, 0, 2), Opt(OptOps.THREAD, 0, 3)])
+    with pytest.raises(OptError, match="SWAP needs another output axis"):
+        apply_opts(ast, [Opt(OptOps.SWAP, 0, 0)])
+    with pytest.raises(TypeError, match="Opt"):
+        apply_opts(ast, [("UPCAST", 0, 2)])  # type: ignore[list-item]
+
+
+def test_plan_is_recorded_on_the_sink_and_shown_with_debug_3(capsys):
+    a, b = (Tensor(x).realize() for x in _inputs((8, 8), (8, 16)))
+    item = _kernel(a @ b)
+    plan = [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 0, 4)]
+    sink = apply_opts(item.ast, plan)
+    assert isinstance(sink.arg, KernelInfo) and sink.arg.opts == tuple(plan) and sink.arg.name == "r_8_16"
+    with Context(DEBUG=3):
+        program = get_program(item.ast, Device["CPU"].renderer, plan)
+    assert program.opts == tuple(plan)
+    assert "r_8_16: [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 0, 4)]" in capsys.readouterr().out
+
+
+def test_noopt_gives_scalar_kernels_and_the_same_values():
+    a, b = _inputs((16, 32), (32, 16))
+    with Context(NOOPT=1):
+        item = _kernel(Tensor(a).realize() @ Tensor(b).realize())
+        program = get_program(item.ast, Device["CPU"].renderer)
+        plain = (Tensor(a) @ Tensor(b)).numpy()
+    assert program.opts == () and program.threads == 1
+    assert not any(u.dtype.count > 1 for u in program.uops)
+    optimized = (Tensor(a) @ Tensor(b)).numpy()
+    np.testing.assert_allclose(plain, a.astype(np.float64) @ b, rtol=1e-5)
+    np.testing.assert_allclose(optimized, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_heuristic_tiles_matmul_and_vectorizes():
+    a, b = (Tensor(x).realize() for x in _inputs((64, 32), (32, 64)))
+    item = _kernel(a @ b)
+    with Context(THREADS=2):
+        opts = hand_coded_opts(item.ast)
+    assert Opt(OptOps.UPCAST, 0, 4) in opts and Opt(OptOps.UPCAST, 1, 16) in opts
+    src = get_program(item.ast, Device["CPU"].renderer, opts).src
+    assert "float8 acc0[1];" in src and "vfmaddps256" in src  # 8-lane accumulators, fused multiply-adds
+    assert re.search(r"\(\*\(const float8_u\*\)&data2\[", src)  # a contiguous vector load of the B tile
+
+
+def test_threads_do_not_change_elementwise_results_and_reductions_are_deterministic():
+    (x,) = _inputs((64, 4096))
+    results = {}
+    for threads in (1, 2, 4):
+        with Context(THREADS=threads):
+            t = Tensor(x)
+            item = _kernel((t * 3 - 1).exp2())
+            program = get_program(item.ast, Device["CPU"].renderer)
+            assert program.threads == threads
+            results[threads] = ((Tensor(x) * 3 - 1).exp2().numpy(), Tensor(x).sum(1).numpy())
+    for threads in (2, 4):
+        np.testing.assert_array_equal(results[threads][0], results[1][0])
+    np.testing.assert_allclose(results[2][1], x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+    with Context(THREADS=2):
+        again = [Tensor(x).sum(1).numpy() for _ in range(3)]
+    for r in again:
+        np.testing.assert_array_equal(r, results[2][1])
+
+
+def test_python_device_agrees_with_cpu_bit_for_bit_on_vector_kernels():
+    # the same linear program on both devices, fused multiply-adds and vector accumulators included
+    a, b = _inputs((8, 12), (12, 16), seed=3)
+    plan = [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.THREAD, 0, 2)]
+    got = {d: run_plan(Tensor(a, device=d).realize() @ Tensor(b, device=d).realize(), plan, d) for d in ("CPU", "PYTHON")}
+    np.testing.assert_array_equal(got["CPU"], got["PYTHON"])
+    np.testing.assert_allclose(got["CPU"], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_padto_gates_the_extra_iterations():
+    (x,) = _inputs((5, 7))
+    t = Tensor(x).realize()
+    for plan in ([Opt(OptOps.PADTO, 0, 8), Opt(OptOps.UPCAST, 0, 8)], [Opt(OptOps.PADTO, 1, 4), Opt(OptOps.UNROLL, 0, 4)]):
+        np.testing.assert_allclose(run_plan(t.max(1), plan), x.max(1), rtol=1e-6)
+        np.testing.assert_allclose(run_plan((t * 2).exp2().sum(1), plan), np.exp2(x * 2.0).sum(1), rtol=1e-5)
+    item = _kernel(t.sum(1))
+    program = get_program(item.ast, Device["CPU"].renderer, [Opt(OptOps.PADTO, 1, 4)])
+    assert any(u.op is Ops.WHERE for u in program.uops)  # the padded iterations add the identity
