@@ -80,9 +80,16 @@ VECTOR_LANES: dict[DType, int] = {
     dtypes.int64: 4,
     dtypes.uint64: 4,
 }
+# a vector of bools is a mask: an int32 lane each, -1 for true and 0 for false (what GCC's vector comparisons
+# give), so WHERE is a bitwise select
+MASK = dtypes.int32
 _VECTOR_ANY = frozenset({Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.REDUCE, Ops.CONST, Ops.CAST, Ops.BITCAST})
-_VECTOR_ANY |= {Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR}
-_VECTOR_FLOAT = frozenset({Ops.FDIV, Ops.RECIPROCAL, Ops.NEG})
+_VECTOR_ANY |= {Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.NEG, Ops.WHERE, Ops.MAX}
+_VECTOR_ANY |= GroupOp.Comparison
+_VECTOR_FLOAT = frozenset({Ops.FDIV, Ops.RECIPROCAL})
+_VECTOR_INT = frozenset({Ops.SHL, Ops.SHR})
+# ops on float vectors that need an x86 builtin (and so an x86 CPU with AVX2 and FMA)
+_VECTOR_X86 = frozenset({Ops.MULACC, Ops.SQRT, Ops.TRUNC})
 
 
 def _x86_flags() -> set[str]:
@@ -103,8 +110,8 @@ _VEC_BUILTIN_SUFFIX[(dtypes.float64, 2)] = "pd"
 
 
 def vector_name(dt: DType) -> str:
-    """The C name of a vector type: `float8`, `double4`, `int32x8`."""
-    base = C_TYPES[dt.scalar()]
+    """The C name of a vector type: `float8`, `double4`, `int32x8` (and for a vector of bools, its mask type)."""
+    base = C_TYPES[dt.scalar() if dt.scalar() is not dtypes.bool else MASK]
     if base in ("float", "double"):
         return f"{base}{dt.count}"
     return f"{base.removesuffix('_t')}x{dt.count}"
@@ -160,10 +167,14 @@ class CRenderer:
 
     def max_lanes(self, op: Ops, dt: DType) -> int:
         """How many lanes of `dt` the C code does `op` on at once (1: lane by lane)."""
+        if dt is dtypes.bool:
+            return 1 if op in (Ops.LOAD, Ops.STORE, Ops.REDUCE) else VECTOR_LANES[MASK]  # bools are stored as bytes
         lanes = VECTOR_LANES.get(dt, 1)
         if op in _VECTOR_ANY or (op in _VECTOR_FLOAT and dtypes.is_float(dt)):
+            return lanes if op is not Ops.MAX or not dtypes.is_float(dt) or _HAS_AVX2_FMA else 1
+        if op in _VECTOR_INT and not dtypes.is_float(dt):
             return lanes
-        if op in (Ops.MULACC, Ops.MAX) and dtypes.is_float(dt) and _HAS_AVX2_FMA:
+        if op in _VECTOR_X86 and dtypes.is_float(dt) and _HAS_AVX2_FMA:
             return lanes
         return 1
 
@@ -175,8 +186,7 @@ class CRenderer:
         depth = 1
         written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
         needs_floor = False
-        vectors = sorted({u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype for u in uops} - {None}, key=str)
-        vectors = [v for v in vectors if v.count > 1]
+        vectors = any(u.dtype.count > 1 or (isinstance(u.dtype, PtrDType) and u.dtype.base.count > 1) for u in uops)
 
         def fresh(prefix: str) -> str:
             counters[prefix] = counters.get(prefix, 0) + 1
@@ -208,8 +218,12 @@ class CRenderer:
             elif op is Ops.SPECIAL:
                 names[u] = u.arg
                 params.append((1 << 31, f"const {ctype(u.dtype)} {names[u]}"))  # the thread index comes last
+            elif op is Ops.VECTORIZE and u.dtype.scalar() is dtypes.bool:
+                bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(f'-(int32_t)({x})' for x in src)}}}")
             elif op is Ops.VECTORIZE:
                 bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(src)}}}")
+            elif op is Ops.GEP and u.dtype is dtypes.bool:
+                bind(u, "lane", f"({src[0]}[{u.arg[0]}] != 0)")
             elif op is Ops.GEP:
                 if len(u.arg) == 1:
                     bind(u, "lane", f"{src[0]}[{u.arg[0]}]")
@@ -238,7 +252,7 @@ class CRenderer:
             elif op is Ops.STORE:
                 emit(f"{_vector_access(u.src[1].dtype, u.src[0], src[0], '')} = {src[1]};")
             elif op is Ops.CAST and u.dtype.count > 1:
-                bind(u, "cast", f"__builtin_convertvector({src[0]}, {ctype(u.dtype)})")
+                bind(u, "cast", _vector_cast(u.src[0].dtype, u.dtype, src[0]))
             elif op is Ops.CAST:
                 bind(u, "cast", f"({ctype(u.dtype)})({src[0]})")
             elif op is Ops.BITCAST and u.dtype.count > 1:
@@ -256,12 +270,15 @@ class CRenderer:
                 raise NotImplementedError(f"the C renderer cannot render {op.name}")
         args = ", ".join(text for _, text in sorted(params, key=lambda p: p[0])) or "void"
         head = f"void {name}({args}) {{"
-        typedefs = "".join(_typedefs(v) for v in vectors)
-        prelude = PRELUDE + typedefs + (FLOOR_HELPERS if needs_floor else "")
+        prelude = PRELUDE + (VECTOR_TYPEDEFS if vectors else "") + (FLOOR_HELPERS if needs_floor else "")
         return "\n".join([prelude, head, *lines, "}", ""])
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
         op, dt = u.op, u.dtype
+        if dt.count > 1 or (u.src and u.src[-1].dtype.count > 1):
+            vector = _vector_alu(u, src)
+            if vector is not None:
+                return vector, False
         if op in _INFIX:
             return f"({src[0]} {_INFIX[op]} {src[1]})", False
         if op in (Ops.IDIV, Ops.MOD):
@@ -271,7 +288,8 @@ class CRenderer:
             return f"(({ctype(dt)}){fn}({src[0]}, {src[1]}))", True
         if op is Ops.NEG:
             return (f"(!{src[0]})" if dt is dtypes.bool else f"(-{src[0]})"), False
-        if op in (Ops.MAX, Ops.MULACC) and dt.count > 1 and (dt.scalar(), dt.count) not in _VEC_BUILTIN_SUFFIX:
+        lanewise = (Ops.MULACC, Ops.SQRT, Ops.TRUNC) + ((Ops.MAX,) if dtypes.is_float(dt) else ())
+        if op in lanewise and dt.count > 1 and (dt.scalar(), dt.count) not in _VEC_BUILTIN_SUFFIX:
             # no instruction for this width: lane by lane
             lanes = [self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [f"{x}[{i}]" for x in src])[0]
                      for i in range(dt.count)]
@@ -304,12 +322,18 @@ class CRenderer:
 
 def _typedefs(dt: DType) -> str:
     """A vector type, and its unaligned twin for loads and stores at any element address."""
-    base, size, name = C_TYPES[dt.scalar()], dt.itemsize, vector_name(dt)
-    align = dt.scalar().itemsize
+    scalar = dt.scalar() if dt.scalar() is not dtypes.bool else MASK
+    base, size, name = C_TYPES[scalar], scalar.itemsize * dt.count, vector_name(dt)
     return (
         f"typedef {base} {name} __attribute__((vector_size({size})));\n"
-        f"typedef {base} {name}_u __attribute__((vector_size({size}), aligned({align})));\n"
+        f"typedef {base} {name}_u __attribute__((vector_size({size}), aligned({scalar.itemsize})));\n"
     )
+
+
+# every vector type a kernel may name (masks and bitwise selects use int vectors the program never holds)
+VECTOR_TYPEDEFS = "".join(
+    _typedefs(dt.vec(n)) for dt, lanes in VECTOR_LANES.items() for n in (2, 4, 8) if n <= lanes
+)
 
 
 def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
@@ -318,3 +342,54 @@ def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
     if dt.count > 1 and isinstance(ptr, PtrDType) and ptr.base.count == 1:
         return f"(*({const}{vector_name(dt)}_u*)&{lvalue})"
     return lvalue
+
+
+def _int_of(dt: DType) -> DType:
+    """The int vector with `dt`'s lanes and lane size (what a bitwise select of `dt` computes in)."""
+    return {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dt.scalar().itemsize].vec(dt.count)
+
+
+def _mask_for(mask: str, dt: DType) -> str:
+    """A mask (int32 lanes) widened or narrowed to the lane size of `dt`."""
+    if dt.scalar().itemsize == MASK.itemsize:
+        return mask
+    return f"__builtin_convertvector({mask}, {ctype(_int_of(dt))})"
+
+
+def _vector_cast(src: DType, dst: DType, x: str) -> str:
+    if dst.scalar() is dtypes.bool:
+        zero = render_const(0.0 if dtypes.is_float(src) else 0, src)
+        return _as_mask(f"({x} != {zero})", src)
+    if src.scalar() is dtypes.bool:
+        return f"__builtin_convertvector(-({x}), {ctype(dst)})"  # a true lane is -1: 1 after negation
+    return f"__builtin_convertvector({x}, {ctype(dst)})"
+
+
+def _as_mask(cmp: str, operand: DType) -> str:
+    """A GCC vector comparison (lanes of the operands' size) as a mask of int32 lanes."""
+    if operand.scalar().itemsize == MASK.itemsize:
+        return cmp
+    return f"__builtin_convertvector({cmp}, {ctype(MASK.vec(operand.count))})"
+
+
+def _vector_alu(u: UOp, src: list[str]) -> str | None:
+    """The C of an ALU op on vectors where it differs from the scalar form (None: the same text serves)."""
+    op, dt = u.op, u.dtype
+    if op in GroupOp.Comparison:
+        return _as_mask(f"({src[0]} {_INFIX[op]} {src[1]})", u.src[0].dtype)
+    if op is Ops.NEG and dt.scalar() is dtypes.bool:
+        return f"(~{src[0]})"
+    if op is Ops.WHERE:
+        it = ctype(_int_of(dt))
+        mask = _mask_for(src[0], dt)
+        return f"(({ctype(dt)})((({it}){src[1]} & {mask}) | (({it}){src[2]} & ~{mask})))"
+    if op is Ops.MAX and not dtypes.is_float(dt):
+        it, mask = ctype(_int_of(dt)), f"({src[0]} > {src[1]})"
+        return f"(({ctype(dt)})((({it}){src[0]} & {mask}) | (({it}){src[1]} & ~{mask})))"
+    sfx = _VEC_BUILTIN_SUFFIX.get((dt.scalar(), dt.count))
+    if op is Ops.SQRT:
+        return f"__builtin_ia32_sqrt{sfx}({src[0]})" if sfx else None
+    if op is Ops.TRUNC:
+        # round toward zero, no precision exception (0x0B): vroundps keeps -0.0, infinities and NaN
+        return f"__builtin_ia32_round{sfx}({src[0]}, 0x0B)" if sfx else None
+    return None
