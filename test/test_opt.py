@@ -195,3 +195,35 @@ def test_padto_gates_the_extra_iterations():
     item = _kernel(t.sum(1))
     program = get_program(item.ast, Device["CPU"].renderer, [Opt(OptOps.PADTO, 1, 4)])
     assert any(u.op is Ops.WHERE for u in program.uops)  # the padded iterations add the identity
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_vector_ops_are_exact(device):
+    # every op the C renderer does on vectors (masks, selects, int max, shifts, sqrt, trunc, casts), in kernels
+    # the heuristic upcasts to 8 lanes, bit for bit against numpy: NaN, infinities and signed zeros included
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((2, 16, 64)).astype(np.float32)
+    x[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    xi = rng.integers(-100, 100, (16, 64)).astype(np.int32)
+    b = rng.random((16, 64)) < 0.5
+    X, Y, XI, B = (Tensor(v, device=device) for v in (x, y, xi, b))
+    cases = [
+        ((X > Y).where(X, Y * 2), np.where(x > y, x, y * 2)),
+        (X.maximum(Y), np.maximum(x, y)),
+        (XI.maximum(XI * 3 - 5), np.maximum(xi, xi * 3 - 5)),
+        (XI << 3, xi << 3),
+        (X.abs().sqrt(), np.sqrt(np.abs(x))),
+        (X.trunc(), np.trunc(x)),
+        (X != X, x != x),
+        ((X > 0).float() + XI.float(), (x > 0).astype(np.float32) + xi.astype(np.float32)),
+        ((X.double() > Y.double()).where(X.double(), 1.0), np.where(x.astype(np.float64) > y, x.astype(np.float64), 1.0)),
+        (B < True, b < True),
+        (B.maximum(B == False), np.maximum(b, ~b)),  # noqa: E712
+        (X.max(1), x.max(1)),
+    ]
+    for got, want in cases:
+        out = got.numpy()
+        assert out.dtype == want.dtype
+        np.testing.assert_array_equal(out, want)
+        if out.dtype.kind == "f":
+            np.testing.assert_array_equal(np.signbit(out[~np.isnan(out)]), np.signbit(want[~np.isnan(want)]))

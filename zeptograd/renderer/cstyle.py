@@ -130,7 +130,8 @@ def ctype(dt: DType) -> str:
 def render_const(value: object, dt: DType) -> str:
     """A C literal of `dt`: `1.5f`, `INFINITY`, `7`, `-2147483648` written so it has the right type."""
     if dt.count > 1:
-        return f"(({vector_name(dt)}){{{', '.join([render_const(value, dt.scalar())] * dt.count)}}})"
+        lane = ("-1" if value else "0") if dt.scalar() is dtypes.bool else render_const(value, dt.scalar())
+        return f"(({vector_name(dt)}){{{', '.join([lane] * dt.count)}}})"
     if dt is dtypes.bool:
         return "1" if value else "0"
     if dtypes.is_float(dt):
@@ -375,6 +376,11 @@ def _as_mask(cmp: str, operand: DType) -> str:
 def _vector_alu(u: UOp, src: list[str]) -> str | None:
     """The C of an ALU op on vectors where it differs from the scalar form (None: the same text serves)."""
     op, dt = u.op, u.dtype
+    if u.src[0].dtype.scalar() is dtypes.bool and op in (*GroupOp.Comparison, Ops.MAX):
+        # masks: true is -1, so the integer order is backwards; say it in logic instead
+        a, b = src[0], src[1]
+        logic = {Ops.CMPLT: f"(~{a} & {b})", Ops.CMPNE: f"({a} ^ {b})", Ops.CMPEQ: f"(~({a} ^ {b}))"}
+        return logic.get(op, f"({a} | {b})")
     if op in GroupOp.Comparison:
         return _as_mask(f"({src[0]} {_INFIX[op]} {src[1]})", u.src[0].dtype)
     if op is Ops.NEG and dt.scalar() is dtypes.bool:
