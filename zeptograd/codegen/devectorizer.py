@@ -112,6 +112,8 @@ class _Devectorizer:
             return list(x.src) if x.op is Ops.VECTORIZE and x.dtype.count == width else [x] * width
 
         gates = lanes(index.src[2]) if len(index.src) == 3 else None
+        if gates is not None and all(g.op is Ops.CONST and g.arg is True for g in gates):
+            gates = None  # a gate the value ranges decided: no gate
         return lanes(index.src[1]), gates
 
     def load(self, u: UOp) -> list[UOp]:

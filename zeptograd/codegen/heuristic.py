@@ -5,8 +5,9 @@ The rules, in order (each applied only where its amount divides the axis):
 1. Matmul-shaped kernels (a sum over products where one operand does not depend on an output axis `m` and
    the other does not depend on an output axis `n`, with `n` contiguous in the output): a register tile of
    4 rows of `m` by 16 columns of `n` (UPCAST both), so each loaded element is used 4 or 16 times from a
-   register and the inner loop is 8 vector FMAs on 8 accumulators. (Tensor.matmul stores a large right
-   operand as 16-column panels, so the 16 lanes of `n` are one contiguous read.)
+   register and the inner loop is 8 vector FMAs on 8 accumulators; where 16 does not divide `n`, 8 by 8
+   (a convolution's rows of 56). Tensor.matmul stores a large right operand as 16-column panels, so the 16
+   lanes of `n` are one contiguous read; conv2d reads a padded copy of its input, so a row is one too.
 2. Other reductions: when the output's last axis is contiguous in the inputs (a sum over rows of a
    column-major walk, `x.sum(0)`), UPCAST it to 8 lanes; when the reduce axis is the contiguous one
    (`x.sum(1)`), UNROLL it by 32 (four 8-lane accumulators, so the adds of one iteration do not wait on
@@ -89,11 +90,13 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
     if mm is not None:
         m, n = mm
         rn = outs[n]
-        # m first: the lanes of the axis upcast last vary fastest, and n is the one contiguous in memory
-        if (am := _divisor(sizes[m], (4, 2))) is not None:
+        # 8 vector accumulators: 4 x 16 or 8 x 8. m first: the lanes of the axis upcast last vary fastest, and n
+        # is the one contiguous in memory
+        an = _divisor(sizes[n], (16, 8))
+        if (am := _divisor(sizes[m], (64 // an if an else 4, 4, 2))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         n = next(i for i, r in enumerate(output_axes(ast)) if r is rn)
-        if (an := _divisor(sizes[n], (16, 8))) is not None:
+        if an is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, n, an))
     elif reds and any(_stride(x, reds[-1]) == 1 for x in reads):
         # a reduction along contiguous memory: vector accumulators over the reduce axis

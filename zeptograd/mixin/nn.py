@@ -110,6 +110,15 @@ def _fan_in(shape: tuple[int, ...], op: str) -> int:
     return prod(shape[1:])
 
 
+# a large convolution on the CPU reads its input from a padded copy: the reads of the kernel then need no gate
+# at the borders, so a row of outputs is one contiguous vector load (one extra copy of the input)
+PAD_COPY_MIN = 1 << 16
+
+
+def _materialize_padding(x: Any) -> bool:
+    return x.device == "CPU" and math.prod(x.shape) >= PAD_COPY_MIN
+
+
 class NNMixin:
     """Tensor methods for neural networks."""
 
@@ -263,7 +272,10 @@ class NNMixin:
                     f"(input shape {self.shape})"
                 )
         n = len(kernel)
-        x = self.pad(((0, 0), (0, 0), *pads))._pool(kernel, stride, dilation)  # (N, Cin, *out, *kernel)
+        x = self.pad(((0, 0), (0, 0), *pads))
+        if any(p != (0, 0) for p in pads) and _materialize_padding(x):
+            x = x.contiguous()
+        x = x._pool(kernel, stride, dilation)  # (N, Cin, *out, *kernel)
         out = x.shape[2 : 2 + n]
         # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
         x = x.reshape(bs, groups, 1, cin_g, *out, *kernel)

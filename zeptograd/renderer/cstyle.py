@@ -347,12 +347,14 @@ def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
 
 def _int_of(dt: DType) -> DType:
     """The int vector with `dt`'s lanes and lane size (what a bitwise select of `dt` computes in)."""
+    if dt.scalar() is dtypes.bool:
+        return MASK.vec(dt.count)
     return {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dt.scalar().itemsize].vec(dt.count)
 
 
 def _mask_for(mask: str, dt: DType) -> str:
     """A mask (int32 lanes) widened or narrowed to the lane size of `dt`."""
-    if dt.scalar().itemsize == MASK.itemsize:
+    if _int_of(dt).scalar() is MASK:
         return mask
     return f"__builtin_convertvector({mask}, {ctype(_int_of(dt))})"
 

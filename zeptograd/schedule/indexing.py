@@ -80,7 +80,13 @@ def push_reshape(i: UOp, x: UOp) -> UOp:
     for ix, st, size in zip(idx, strides_for(x.shape), x.shape):
         if size != 1:
             flat = flat + ix * st
-    new = tuple(_idx(0) if size == 1 else (flat // st) % size for st, size in zip(strides_for(src.shape), src.shape))
+    # the outermost axis takes no `% size`: where the read happens, flat is inside the tensor, so flat // st is
+    # already below the size (and where a gate is false nothing is read; padding's reads are gated)
+    outer = next((a for a, size in enumerate(src.shape) if size != 1), None)
+    new = tuple(
+        _idx(0) if size == 1 else flat // st if a == outer else (flat // st) % size
+        for a, (st, size) in enumerate(zip(strides_for(src.shape), src.shape))
+    )
     return at(src, new, gate)
 
 
