@@ -30,6 +30,7 @@ from zeptograd.codegen.lowering import (
     index_dtype_for,
     live_ranges,
 )
+from zeptograd.codegen.transcendental import decompositions
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import SPEC
 from zeptograd.uop.ops import GroupOp, Ops, UOp
@@ -84,6 +85,7 @@ def full_rewrite(ast: UOp) -> list[UOp]:
         if pm.rules:
             sink = graph_rewrite(sink, pm, name=name)
             _check(sink, f"after {name}")
+    sink = graph_rewrite(sink, decompositions, name="decompositions")  # EXP2 LOG2 SIN -> arithmetic (vectorizes)
     sink = graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators")
     sink = graph_rewrite(sink, symbolic + constant_gates, name="simplify")
     _check(sink, "after accumulators")
