@@ -257,11 +257,75 @@ def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
     return k, r_hi, r_lo
 
 
+# Payne-Hanek for float32: the bits of 2/pi, after 5 zero bits (so that a window may start before its first
+# bit), in 32-bit words; a window of 96 bits starting at bit E - 147 (E the biased exponent of |x| >= 2**20)
+_PH_PAD = 5
+_TWO_OVER_PI_WORDS = tuple(int(2 / PI / 2**_PH_PAD * 2 ** (32 * (i + 1))) & 0xFFFFFFFF for i in range(7))
+# pi/2 as a 12-bit head, a 12-bit next part (their sum is pi/2 to 24 bits) and a float32 tail
+_PH_HALF_PI = _parts(PI / 2, 12, 3, 24)
+
+
+def _split12(x: UOp) -> tuple[UOp, UOp]:
+    """x (float32) as a + b, each with at most 12 significant bits (their products with 12-bit numbers are
+    exact)."""
+    it = dtypes.int32.vec(x.dtype.count)
+    a = (x.bitcast(it) & -4096).bitcast(x.dtype)
+    return a, _sub(x, a)
+
+
+def _reduce_payne_hanek_f32(x: UOp) -> tuple[UOp, UOp, UOp]:
+    """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (int32), |r| <= pi/4, for float32 |x| >= 2**20
+    (any size: the product of x's 24-bit mantissa and a 96-bit window of the bits of 2/pi, in 64-bit
+    integers, gives x*2/pi mod 4 to 62 bits; the bits of 2/pi before the window only add multiples of 4)."""
+    count = x.dtype.count
+    i32, u64, i64 = dtypes.int32.vec(count), dtypes.uint64.vec(count), dtypes.int64.vec(count)
+    bits = x.bitcast(i32) & 0x7FFFFFFF
+    mant = ((bits & 0x7FFFFF) | 0x800000).cast(u64)
+    start = _sub(bits >> 23, 147)
+    start = (start < 0).where(start.const_like(0), (start > 107).where(start.const_like(107), start))
+    word, offset = start >> 5, (start & 31).cast(u64)
+    words = _TWO_OVER_PI_WORDS
+
+    def window(i: int) -> UOp:
+        # bits start + 32*i .. start + 32*i + 31 of the padded 2/pi: two words chosen by `word`, shifted
+        pairs = [UOp.const(u64, (words[w + i] << 32) | words[w + i + 1]) for w in range(4)]
+        pair = (word == 0).where(pairs[0], (word == 1).where(pairs[1], (word == 2).where(pairs[2], pairs[3])))
+        return (pair << offset) >> 32
+
+    top, mid, low = (mant * window(i) for i in range(3))
+    low32 = (1 << 32) - 1
+    t1 = (low >> 32) + (mid & low32)
+    t2 = (t1 >> 32) + (mid >> 32) + top
+    q = ((t2 >> 30) & 3).cast(i32)
+    frac = (((t2 & ((1 << 30) - 1)) << 32) | (t1 & low32)).bitcast(i64)  # (x*2/pi mod 1) * 2**62
+    up = frac > (1 << 61) - 1  # the fraction is at least 1/2: round k up, the fraction becomes negative
+    q = (up.where(q + 1, q)) & 3
+    frac = up.where(_sub(frac, 1 << 62), frac)
+    # frac * 2**-62 as a float32 pair: the top 32 bits rounded, then the exact rest (each cast rounds once)
+    head = (frac >> 30).cast(x.dtype)
+    rest = _sub(frac, head.cast(i64) * (1 << 30)).cast(x.dtype)
+    f_hi, f_lo = head * 2.0**-32, rest * 2.0**-62
+    # (f_hi + f_lo) * pi/2 as r_hi + r_lo: Dekker's exact product of f_hi and pi/2's 24-bit head
+    p_a, p_b, p_c = _PH_HALF_PI
+    f_a, f_b = _split12(f_hi)
+    r_hi = f_hi * (p_a + p_b)
+    err = _sub(f_a * p_a, r_hi) + f_a * p_b + f_b * p_a + f_b * p_b
+    r_lo = err + (f_hi * p_c + f_lo * (p_a + p_b))
+    negative = x < 0.0
+    q = negative.where(_sub(q.const_like(4), q) & 3, q)
+    return q, negative.where(-r_hi, r_hi), negative.where(-r_lo, r_lo)
+
+
 def xsin(x: UOp, quadrant: int = 0) -> UOp:
     """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1."""
     fmt = FORMATS[x.dtype.scalar()]
     it = _int_like(x, fmt)
     k, r, r_lo = _reduce_cody_waite(x, fmt)
+    q = k.cast(it)
+    if fmt is F32:  # beyond 2**20 (where Cody-Waite's k would need more bits): Payne-Hanek
+        near = x * x < 2.0**40
+        q_far, r_far, r_lo_far = _reduce_payne_hanek_f32(x)
+        q, r, r_lo = near.where(q, q_far), near.where(r, r_far), near.where(r_lo, r_lo_far)
     z = r * r
     # sin(r + r_lo) = sin(r) + r_lo*cos(r), cos(r) ~ 1 - z/2 at this size
     sin_r = r + (r * z * _poly(z, _SIN[fmt.dt]) + r_lo * (1.0 - z * 0.5))
@@ -269,12 +333,12 @@ def xsin(x: UOp, quadrant: int = 0) -> UOp:
     hz = z * 0.5
     w = 1.0 - hz
     cos_r = w + ((_sub(_sub(x.const_like(1.0), w), hz)) + _sub(z * z * _poly(z, _COS[fmt.dt]), r * r_lo))
-    q = (k.cast(it) + quadrant) & 3
+    q = (q + quadrant) & 3
     ret = (q == 0).where(sin_r, (q == 1).where(cos_r, (q == 2).where(-sin_r, -cos_r)))
     if quadrant == 0:
         tiny = 2.0 ** (-(fmt.mant + 3) // 2)  # sin(x) rounds to x: x**3/6 is below half an ulp of x
         ret = (x * x < tiny * tiny).where(x, ret)  # keeps the sign of 0 and the denormals exact
-    return ret
+    return (x.alu(Ops.SUB, x) != 0.0).where(x.const_like(math.nan), ret)  # inf - inf and nan - nan are nan
 
 
 def _in_wide_float(fn: Callable[[UOp], UOp]) -> Callable[[UOp], UOp]:
