@@ -75,7 +75,7 @@ def _parts(value: Fraction, bits: int, count: int, mant: int) -> tuple[float, ..
 
 def _round_to(value: Fraction | float, bits: int) -> float:
     """`value` rounded to `bits` significant bits."""
-    e = math.floor(math.log2(abs(value))) - bits + 1
+    e = math.floor(math.log2(abs(float(value)))) - bits + 1
     return float(Fraction(round(Fraction(value) / Fraction(2) ** e)) * Fraction(2) ** e)
 
 
