@@ -6,13 +6,16 @@ passes when SPEC=1):
 1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding) applied to its
    loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1` (opt.py,
    heuristic.py).
-2. `expand`: upcast and unrolled lanes become vector dtypes (VECTORIZE / GEP; expander.py).
-3. `devectorize`: vectors narrowed to what the target renders, contiguous accesses as vector LOAD/STORE,
-   and `x*y+z` as a fused multiply-add (devectorizer.py).
-4. `accumulators`: REDUCE -> DEFINE_REG accumulator read through AFTER.
-5. `gated stores`: STORE through a gated INDEX -> IF / STORE / ENDIF.
-6. `commit index dtype`: `index` -> int32 or int64, from the value ranges.
-7. `linearize`: the graph -> an ordered program.
+2. `decompositions`: EXP2, LOG2 and SIN become range reduction and polynomials (transcendental.py), so they
+   vectorize like any arithmetic.
+3. `expand`: upcast and unrolled lanes become vector dtypes (VECTORIZE / GEP; expander.py).
+4. `devectorize`: vectors narrowed to what the target renders, contiguous accesses as vector LOAD/STORE
+   (devectorizer.py).
+5. `accumulators`: REDUCE -> DEFINE_REG accumulator read through AFTER; then `x*y+z` becomes a fused
+   multiply-add (MULACC) unless NOOPT.
+6. `gated stores`: STORE through a gated INDEX -> IF / STORE / ENDIF.
+7. `commit index dtype`: `index` -> int32 or int64, from the value ranges.
+8. `linearize`: the graph -> an ordered program.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from zeptograd.codegen.lowering import (
     merge_loops,
 )
 from zeptograd.codegen.opt import Opt, applied_opts, apply_opts, ast_name
+from zeptograd.codegen.transcendental import decompositions
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import BEAM, DEBUG, NOOPT, SPEC
 from zeptograd.uop.ops import GroupOp, Ops, UOp
@@ -101,6 +105,8 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     _check(ast, "kernel AST")
     sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
     _check(sink, "after opt")
+    # EXP2 LOG2 SIN -> arithmetic, before expand so the polynomials become vector code
+    sink = graph_rewrite(sink, decompositions, name="decompositions")
     sink = expand(sink)
     _check(sink, "after expand")
     sink = devectorize(sink, renderer.max_lanes if renderer is not None else lambda op, dt: 1)

@@ -10,8 +10,8 @@ Each vector node becomes a list of chunks of at most that many lanes (a power of
 - an operand's lanes are taken from the chunks that hold them (the chunk itself, a GEP, or a VECTORIZE of
   single lanes).
 
-Then `x * y + z` in floats becomes one fused multiply-add (MULACC): the IR says where an FMA goes, the C
-compiler does not contract on its own.
+`fuse_multiply_add` (run after the accumulators are made) turns `x * y + z` in floats into one fused
+multiply-add (MULACC): the IR says where an FMA goes, the C compiler does not contract on its own.
 """
 
 from __future__ import annotations

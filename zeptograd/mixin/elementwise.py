@@ -14,9 +14,9 @@ Numerics, in short (test/test_tensor_elementwise.py checks each claim against fl
   x * (1/y).
 - `exp` reduces its argument exactly (Cody-Waite: x = n*ln2 + r) before EXP2: within 2 ulp over the whole
   float32 range, denormal results included. `log` is LOG2 times ln2 (2 ulp).
-- `sin` is the SIN op (exact argument reduction in the C library and on the PYTHON device, any |x|). `cos`
-  reduces x by multiples of pi/2 with a three-part pi/2: within 2 ulp, and 1.2e-7 absolute near its zeros,
-  for |x| up to 5e4 in float32 (1e9 in float64); beyond that the reduction loses bits. `tan` is sin / cos.
+- `sin` is the SIN op, which codegen/transcendental.py turns into an exact argument reduction and a polynomial:
+  within 1 ulp for any float32 |x|, and in float64 for |x| < 1.6e9. `cos` is the same code with the quadrant
+  shifted by one (as accurate). `tan` is sin / cos (within 3 ulp).
 - `expm1`, `log1p`, `tanh`, `sinh`, `asinh`, `atanh`, `sigmoid`, `softplus`, `logsigmoid`, `elu`, `erfc`
   keep their relative accuracy near 0 (or in the tail) and do not overflow where the result is finite
   (sigmoid(-400) is 0, softplus(400) is 400): within about 5 ulp in float32.
@@ -38,9 +38,9 @@ import functools
 import math
 import numbers
 from collections.abc import Callable
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from zeptograd.codegen.transcendental import xsin
 from zeptograd.dtype import DType, category, dtypes, result_type
 from zeptograd.gradient import custom_gradient
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
@@ -57,24 +57,6 @@ LOG2E = 1 / LN2
 # ln2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits: n * LN2_HI is exact for every n exp needs (|n| < 2**11)
 LN2_HI = 45426 / 65536
 LN2_LO = 1.428606820309417232121458176568e-06  # ln2 - LN2_HI, from 36 digits of ln2
-_PI = Fraction("3.14159265358979323846264338327950288419716939937510582097494")
-
-
-def _split(value: Fraction, bits: int, parts: int) -> tuple[float, ...]:
-    """`value` as a sum of `parts` floats, all but the last with `bits` significant bits (so that products of
-    them with a small integer are exact), the last rounded to double."""
-    out = []
-    for _ in range(parts - 1):
-        e = math.floor(math.log2(abs(value))) - bits + 1
-        head = Fraction(math.floor(value / Fraction(2) ** e)) * Fraction(2) ** e
-        out.append(float(head))
-        value -= head
-    return (*out, float(value))
-
-
-# pi/2 in three parts: float32 quotients k up to 2**15 (|x| up to about 5e4), float64 ones up to 2**30
-_HALF_PI = {dtypes.float32: _split(_PI / 2, 9, 3), dtypes.float64: _split(_PI / 2, 23, 3)}
-
 # polynomial fits (weighted least squares, then iteratively reweighted towards minimax) made for this file
 # atan(t) = t * P(t^2) on |t| <= tan(pi/8); relative error 6e-10
 _ATAN = (0.9999999993966271, -0.3333330762458611, 0.19998216888986192, -0.14240082050477554)
@@ -221,6 +203,21 @@ class ElementwiseMixin:
         for c in reversed(coeffs[:-1]):
             acc = acc * self + c
         return acc
+
+    def _elementwise(self, fn: Callable[[UOp], UOp]) -> Tensor:
+        """`fn`, a function that builds arithmetic on one scalar UOp (ALU, CAST, BITCAST and constants), applied
+        to every element of self: its graph is rebuilt on self's, each new constant broadcast to self's shape."""
+        ret = fn(self.uop)
+        own = set(self.uop.toposort())  # self's graph: reached only through self
+        built: dict[UOp, Tensor] = {self.uop: self}
+        for u in ret.toposort():
+            if u in built:
+                continue
+            if u.op is Ops.CONST:  # fn's constants (one may also appear in self's graph)
+                built[u] = self._const(u.arg, u.dtype)._broadcast_to(self.shape)
+            elif u not in own:
+                built[u] = self._new(UOp(u.op, u.dtype, tuple(built[s].uop for s in u.src), u.arg))
+        return built[ret]
 
     def _with_hardtanh_grad(self, x: Tensor, low: float, high: float) -> Tensor:
         """This value (x clamped to [low, high]) with the gradient of PyTorch's hardtanh family: none at the
@@ -1007,22 +1004,13 @@ class ElementwiseMixin:
     @_derivative(lambda x, y: -x.sin())
     @_float_math
     def cos(self) -> Tensor:
-        """The cosine: x = k*pi/2 + r with |r| <= pi/4, then +-sin(r) or +-cos(r) (a short series) by the
-        quadrant k. Accurate (a few ulp of 1) for |x| up to 5e4 in float32.
+        """The cosine: sin(x + pi/2), with the quarter turn added to the quadrant of sin's exact argument
+        reduction (codegen/transcendental.py), not to x: as accurate as sin, for any |self| in float32.
 
         >>> Tensor([0.0]).cos().tolist()
         [1.0]
         """
-        p1, p2, p3 = _HALF_PI[self.dtype]
-        k = (self * (2 / math.pi) + 0.5).floor()
-        r = ((self - k * p1) - k * p2) - k * p3
-        r = r.maximum(-math.pi / 2).minimum(math.pi / 2)  # |r| <= pi/4, unless x is beyond the exact range
-        s = r._alu(Ops.SIN)
-        # cos(r) by its Taylor series in r*r (|r| <= pi/4: to r**12/12! in float32, r**20/20! in float64)
-        terms = 11 if self.dtype is dtypes.float64 else 7
-        c = (r * r)._poly(tuple((-1) ** k / math.factorial(2 * k) for k in range(terms)))
-        quadrant = k - (k * 0.25).floor() * 4
-        return (quadrant == 0).where(c, (quadrant == 1).where(-s, (quadrant == 2).where(-c, s)))
+        return self._elementwise(lambda x: xsin(x, quadrant=1))
 
     @_float_math
     def tan(self) -> Tensor:

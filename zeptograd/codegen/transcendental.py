@@ -1,0 +1,379 @@
+"""EXP2, LOG2 and SIN as plain arithmetic: range reduction, then a polynomial.
+
+A libm call (exp2f, log2f, sinf) cannot be vectorized, and the C library and the PYTHON device compute it
+differently. These rules replace each op with ALU ops, CAST and BITCAST only, so every device runs the same
+arithmetic (bit for bit) and a vectorizer can widen it. SQRT stays an op: it is one IEEE-exact instruction
+everywhere (C's sqrtf vectorizes).
+
+float32 and float64 have their own constants; float16 (and any other narrow float) computes in float32 and
+rounds once at the end. Measured against numpy in float64 (long double for float64), the largest errors are
+about 1.1 ulp (exp2), 0.8 ulp (log2), 0.9 ulp (sin, cos) in float32 over the whole range, 1.2 / 0.6 / 0.8 ulp in
+float64; test/test_transcendental.py holds them to 2 ulp.
+
+- `exp2(x)`: x = n + f with n = round(x), |f| <= 1/2 exact; 2**f by a polynomial, 2**n built from its bits in
+  two halves so that neither leaves the normal range and a denormal result rounds once. Special values:
+  exp2(nan) = nan, exp2(x >= 128) = inf, exp2(x <= -150) = 0 (float32).
+- `log2(x)`: x = 2**e * m with sqrt(1/2) <= m < sqrt(2) (denormals scaled into the normal range first);
+  log(m) = log(1+f) = f - f*f/2 + s*(f*f/2 + R(s*s)) with s = f/(2+f) (R is the atanh series); the leading
+  part is split so that its product with 1/ln2 is exact, and e is added with an exact two-sum.
+- `sin(x)`: x = k*pi/2 + r with |r| <= pi/4 (Cody-Waite). k is split into a high and a low part and pi/2
+  into parts short enough that every product with either is exact; the differences are accumulated with
+  two-sums, so r comes out as a pair (hi, lo) that is exact to far below an ulp of r even where x is close
+  to a multiple of pi/2. Then +-sin(r) or +-cos(r) by the quadrant k mod 4. float32 reduces this way (in
+  float32 only) while |x| < 2**20, float64 while |k| < 2**30 (|x| < 1.6e9). Beyond, float32 uses
+  `_reduce_payne_hanek_f32` (the mantissa times a window of the bits of 2/pi in 64-bit integers: exact for
+  any |x|; a target without 64-bit integers needs a 32-bit version of it), float64 a documented fallback
+  (rounded products, r clamped: a value in [-1, 1], not an accurate sine). Both paths are computed and
+  one is selected: there are no branches, so it vectorizes.
+
+The polynomials: the float32 ones are fits made for this module (relative-error least squares on Chebyshev
+nodes, reweighted towards minimax (Lawson), each coefficient rounded to float32 in turn and the rest refitted
+around it); the float64 ones are Taylor series (a float64 fit could not be computed more precisely than the
+Taylor coefficients are known), one or two terms longer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+from zeptograd.dtype import DType, dtypes
+from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.pattern import PatternMatcher, UPat
+
+# ---------------------------------------------------------------------------------------------------------------
+# constants
+
+
+def _pi(bits: int) -> Fraction:
+    """pi to `bits` bits, by Machin's formula pi = 16 atan(1/5) - 4 atan(1/239) in integer arithmetic."""
+    one = 1 << (bits + 16)
+
+    def atan_inv(n: int) -> int:
+        total, term, k, sign = 0, one // n, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= n * n
+            k += 2
+            sign = -sign
+        return total
+
+    return Fraction(16 * atan_inv(5) - 4 * atan_inv(239), one)
+
+
+PI = _pi(400)
+
+
+def _parts(value: Fraction, bits: int, count: int, mant: int) -> tuple[float, ...]:
+    """`value` as a sum of `count` floats: all but the last with `bits` significant bits (so that their products
+    with a short integer are exact), the last rounded to `mant` bits (and then to a float)."""
+    out = []
+    for _ in range(count - 1):
+        e = math.floor(math.log2(value)) - bits + 1
+        head = Fraction(math.floor(value / Fraction(2) ** e)) * Fraction(2) ** e  # truncated: the rest stays > 0
+        out.append(float(head))
+        value -= head
+    return (*out, _round_to(value, mant))
+
+
+def _round_to(value: Fraction | float, bits: int) -> float:
+    """`value` rounded to `bits` significant bits."""
+    e = math.floor(math.log2(abs(float(value)))) - bits + 1
+    return float(Fraction(round(Fraction(value) / Fraction(2) ** e)) * Fraction(2) ** e)
+
+
+class _Format:
+    """What the decompositions need to know of a float dtype."""
+
+    def __init__(self, dt: DType, bits: DType, mant: int, bias: int, k_bits: int, k_split: int, parts: int):
+        self.dt, self.bits, self.mant, self.bias = dt, bits, mant, bias
+        self.k_bits, self.k_split = k_bits, k_split  # sin: |k| < 2**k_bits, split at 2**k_split
+        digits = mant + 1
+        # pi/2 in parts of (digits - larger half of k) bits: k_hi * part and k_lo * part are exact
+        self.half_pi = _parts(PI / 2, digits - max(k_split, k_bits - k_split), parts, digits)
+        self.two_over_pi = float(2 / PI)
+        # 1/ln2 as a head of digits - digits//2 bits and a tail: the head times digits//2 bits is exact
+        self.inv_ln2_hi = _round_to(_INV_LN2, digits - digits // 2)
+        self.inv_ln2_lo = float(_INV_LN2 - Fraction(self.inv_ln2_hi))
+
+
+def _ln2(bits: int) -> Fraction:
+    """ln 2 to `bits` bits: ln 2 = 2 atanh(1/3) = 2 * sum 1/((2k+1) 3**(2k+1)), in integer arithmetic."""
+    one = 1 << (bits + 16)
+    total, power, k = 0, one // 3, 0
+    while power:
+        total += power // (2 * k + 1)
+        power //= 9
+        k += 1
+    return Fraction(2 * total, one)
+
+
+_INV_LN2 = 1 / _ln2(200)
+
+F32 = _Format(dtypes.float32, dtypes.int32, mant=23, bias=127, k_bits=20, k_split=10, parts=5)
+F64 = _Format(dtypes.float64, dtypes.int64, mant=52, bias=1023, k_bits=30, k_split=15, parts=4)
+FORMATS = {dtypes.float32: F32, dtypes.float64: F64}
+
+# 2**f = 1 + f*(c1 + f*(c2 + ...)) on |f| <= 1/2
+_EXP2 = {
+    # fit (see the module docstring): relative error 3e-9
+    dtypes.float32: (
+        0.6931471824645996,
+        0.24022647738456726,
+        0.05550359562039375,
+        0.00961849931627512,
+        0.0013390970416367054,
+        0.00015329309098888189,
+    ),
+    # Taylor: (ln2)**k / k!, to k = 14 (truncation 4e-18)
+    dtypes.float64: tuple(float(_ln2(200) ** k / math.factorial(k)) for k in range(1, 15)),
+}
+# sin(r) = r + r**3 * (s1 + r*r*(s2 + ...)) on |r| <= pi/4; float32 fits on |r| <= 0.89, as k = round(x*2/pi)
+# rounded in float32 can be 1/16 off for |x| near 1.6e6
+_SIN = {
+    dtypes.float32: (-0.1666664034128189, 0.008331364020705223, -0.00019419309683144093),  # fit: 1.1e-8
+    dtypes.float64: tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(1, 9)),  # Taylor to r**17
+}
+# cos(r) = 1 - r*r/2 + r**4 * (c1 + r*r*(c2 + ...)) on |r| <= pi/4 (float32: 0.89)
+_COS = {
+    dtypes.float32: (0.04166662320494652, -0.001388632575981319, 2.433100962662138e-05),  # fit: 4.5e-10
+    dtypes.float64: tuple((-1) ** k / math.factorial(2 * k) for k in range(2, 10)),  # Taylor to r**18
+}
+# log(1+f) = f - f*f/2 + s*(f*f/2 + z*(a1 + z*(a2 + ...))), s = f/(2+f), z = s*s: the atanh series 2/(2k+1)
+_LOG = {dt: tuple(2 / (2 * k + 1) for k in range(1, n + 1)) for dt, n in ((dtypes.float32, 4), (dtypes.float64, 10))}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# helpers on UOps (any float dtype, scalar or vector)
+
+
+def _sub(a: UOp, b: UOp | float) -> UOp:
+    return a.alu(Ops.SUB, b)
+
+
+def _int_like(x: UOp, fmt: _Format) -> DType:
+    return fmt.bits.vec(x.dtype.count)
+
+
+def _floor(x: UOp) -> UOp:
+    t = x.trunc()
+    return (x < t).where(_sub(t, 1.0), t)
+
+
+def _poly(x: UOp, coeffs: tuple[float, ...]) -> UOp:
+    """coeffs[0] + coeffs[1]*x + ... by Horner's rule."""
+    acc = x.const_like(coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        acc = acc * x + c
+    return acc
+
+
+def _two_sum(a: UOp, b: UOp) -> tuple[UOp, UOp]:
+    """(s, e) with s = a + b rounded and s + e = a + b exactly (Knuth's TwoSum: no condition on a and b)."""
+    s = a + b
+    bb = _sub(s, a)
+    return s, _sub(a, _sub(s, bb)) + _sub(b, bb)
+
+
+def _pow2(n: UOp, fmt: _Format, dt: DType) -> UOp:
+    """2**n for an integer n in the normal exponent range, from its bits."""
+    return ((n + fmt.bias) << fmt.mant).bitcast(dt)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the decompositions
+
+
+def xexp2(x: UOp) -> UOp:
+    """2**x for a float32 or float64 x."""
+    fmt = FORMATS[x.dtype.scalar()]
+    it = _int_like(x, fmt)
+    lo, hi = -(fmt.bias + fmt.mant + 2), fmt.bias + 2  # 2**lo rounds to 0, 2**hi is inf
+    xc = (x < lo).where(x.const_like(lo), (x.const_like(hi) < x).where(x.const_like(hi), x))  # NaN stays NaN
+    n = _floor(xc + 0.5)
+    f = _sub(xc, n)  # exact: n is the integer nearest xc
+    p = f * _poly(f, _EXP2[fmt.dt]) + 1.0
+    ni = (x != x).where(x.const_like(0.0), n).cast(it)  # a NaN cast to int is undefined in C
+    n1 = ni >> 1
+    return p * _pow2(n1, fmt, x.dtype) * _pow2(_sub(ni, n1), fmt, x.dtype)
+
+
+def xlog2(x: UOp) -> UOp:
+    """log2(x) for a float32 or float64 x."""
+    fmt = FORMATS[x.dtype.scalar()]
+    dt, it = x.dtype, _int_like(x, fmt)
+    digits = fmt.mant + 1
+    # denormals: scale into the normal range (exact), and take the scale off the exponent
+    denormal = x < 2.0 ** (1 - fmt.bias)
+    xs = denormal.where(x * 2.0**digits, x)
+    bits = xs.bitcast(it)
+    exponent = _sub(bits >> fmt.mant, fmt.bias)
+    m = ((bits & ((1 << fmt.mant) - 1)) | (fmt.bias << fmt.mant)).bitcast(dt)  # in [1, 2)
+    big = x.const_like(math.sqrt(2)) < m
+    m = big.where(m * 0.5, m)
+    exponent = exponent + big.cast(it) - denormal.cast(it) * digits
+    f = _sub(m, 1.0)  # exact (Sterbenz)
+    s = f.alu(Ops.FDIV, f + 2.0)
+    z = s * s
+    hfsq = f * f * 0.5
+    r = z * _poly(z, _LOG[fmt.dt])
+    # log(1+f) = hi + lo, hi = f - hfsq with its low half of the bits cleared (so hi * inv_ln2_hi is exact)
+    keep = -(1 << (fmt.mant + 1 - digits // 2))  # a mask of the sign, the exponent and the high mantissa bits
+    hi = (_sub(f, hfsq).bitcast(it) & keep).bitcast(dt)
+    lo = _sub(_sub(f, hi), hfsq) + s * (hfsq + r)
+    val_hi = hi * fmt.inv_ln2_hi
+    val_lo = (lo + hi) * fmt.inv_ln2_lo + lo * fmt.inv_ln2_hi
+    # exponent + val_hi, exact (|exponent| >= 1 > |val_hi|, or exponent is 0): Fast2Sum
+    ef = exponent.cast(dt)
+    w = ef + val_hi
+    val_lo = val_lo + (_sub(ef, w) + val_hi)
+    y = val_lo + w
+    y = (x == math.inf).where(x, y)
+    y = ((x < 0.0) | (x != x)).where(x.const_like(math.nan), y)
+    return (x == 0.0).where(x.const_like(-math.inf), y)
+
+
+def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
+    """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (an int), |r| <= pi/4 (a little more where
+    x*2/pi rounds), for |k| < 2**k_bits. k is split into k_hi (a multiple of 2**k_split) and k_lo (|k_lo| <
+    2**k_split), and every part of pi/2 has few enough bits that k_hi * part and k_lo * part are exact; the sum
+    of the products is taken from x with two-sums, whose errors are kept in r_lo."""
+    k_any = _floor(x * fmt.two_over_pi + 0.5)
+    inside = x.const_like(-(2.0**fmt.k_bits)) < k_any
+    inside = inside & (k_any < 2.0**fmt.k_bits)  # NaN and inf: False
+    k = inside.where(k_any, x.const_like(0.0))
+    scale = 2.0**fmt.k_split
+    k_hi = (k * (1 / scale)).trunc() * scale  # k_lo has the sign of k: the first differences stay exact
+    k_lo = _sub(k, k_hi)
+    p = fmt.half_pi
+    # the first two differences are exact (see test_transcendental: the reduction is checked to the last bit)
+    s = _sub(_sub(x, k_hi * p[0]), k_lo * p[0])
+    err = x.const_like(0.0)
+    for part in p[1:-1]:
+        for kk in (k_hi, k_lo):
+            s, e = _two_sum(s, kk * -part)
+            err = err + e
+    s, e = _two_sum(s, k * -p[-1])
+    err = err + e
+    r_hi = s + err
+    r_lo = _sub(err, _sub(r_hi, s))  # Fast2Sum: |err| is below an ulp of s
+    # beyond 2**k_bits (float64 only; float32 has Payne-Hanek there), a documented fallback: the same parts with
+    # rounded products, r clamped to the reduced range. Not accurate, but a sine of something near x, in [-1, 1]
+    finite = _sub(x, x) == 0.0
+    k_far = finite.where(k_any, x.const_like(0.0))
+    r_far = x
+    for part in p:
+        r_far = _sub(r_far, k_far * part)
+    r_far = (r_far < -1.0).where(r_far.const_like(-1.0), (r_far > 1.0).where(r_far.const_like(1.0), r_far))
+    # k mod 4 for any float k: k - 4*trunc(k/4) is exact (a float beyond 2**55 is a multiple of 8)
+    k = inside.where(k, k_far)
+    q = _sub(k, (k * 0.25).trunc() * 4.0).cast(fmt.bits.vec(x.dtype.count)) & 3
+    return q, inside.where(r_hi, r_far), inside.where(r_lo, x.const_like(0.0))
+
+
+# Payne-Hanek for float32: the bits of 2/pi, after 5 zero bits (so that a window may start before its first
+# bit), in 32-bit words; a window of 96 bits starting at bit E - 147 (E the biased exponent of |x| >= 2**20)
+_PH_PAD = 5
+_TWO_OVER_PI_WORDS = tuple(int(2 / PI / 2**_PH_PAD * 2 ** (32 * (i + 1))) & 0xFFFFFFFF for i in range(7))
+# pi/2 as a 12-bit head, a 12-bit next part (their sum is pi/2 to 24 bits) and a float32 tail
+_PH_HALF_PI = _parts(PI / 2, 12, 3, 24)
+
+
+def _split12(x: UOp) -> tuple[UOp, UOp]:
+    """x (float32) as a + b, each with at most 12 significant bits (their products with 12-bit numbers are
+    exact)."""
+    it = dtypes.int32.vec(x.dtype.count)
+    a = (x.bitcast(it) & -4096).bitcast(x.dtype)
+    return a, _sub(x, a)
+
+
+def _reduce_payne_hanek_f32(x: UOp) -> tuple[UOp, UOp, UOp]:
+    """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (int32), |r| <= pi/4, for float32 |x| >= 2**20
+    (any size: the product of x's 24-bit mantissa and a 96-bit window of the bits of 2/pi, in 64-bit
+    integers, gives x*2/pi mod 4 to 62 bits; the bits of 2/pi before the window only add multiples of 4)."""
+    count = x.dtype.count
+    i32, u64, i64 = dtypes.int32.vec(count), dtypes.uint64.vec(count), dtypes.int64.vec(count)
+    bits = x.bitcast(i32) & 0x7FFFFFFF
+    mant = ((bits & 0x7FFFFF) | 0x800000).cast(u64)
+    start = _sub(bits >> 23, 147)
+    start = (start < 0).where(start.const_like(0), (start > 107).where(start.const_like(107), start))
+    word, offset = start >> 5, (start & 31).cast(u64)
+    words = _TWO_OVER_PI_WORDS
+
+    def window(i: int) -> UOp:
+        # bits start + 32*i .. start + 32*i + 31 of the padded 2/pi: two words chosen by `word`, shifted
+        pairs = [UOp.const(u64, (words[w + i] << 32) | words[w + i + 1]) for w in range(4)]
+        pair = (word == 0).where(pairs[0], (word == 1).where(pairs[1], (word == 2).where(pairs[2], pairs[3])))
+        return (pair << offset) >> 32
+
+    top, mid, low = (mant * window(i) for i in range(3))
+    low32 = (1 << 32) - 1
+    t1 = (low >> 32) + (mid & low32)
+    t2 = (t1 >> 32) + (mid >> 32) + top
+    q = ((t2 >> 30) & 3).cast(i32)
+    frac = (((t2 & ((1 << 30) - 1)) << 32) | (t1 & low32)).bitcast(i64)  # (x*2/pi mod 1) * 2**62
+    up = frac > (1 << 61) - 1  # the fraction is at least 1/2: round k up, the fraction becomes negative
+    q = (up.where(q + 1, q)) & 3
+    frac = up.where(_sub(frac, 1 << 62), frac)
+    # frac * 2**-62 as a float32 pair: the top 32 bits rounded, then the exact rest (each cast rounds once)
+    head = (frac >> 30).cast(x.dtype)
+    rest = _sub(frac, head.cast(i64) * (1 << 30)).cast(x.dtype)
+    f_hi, f_lo = head * 2.0**-32, rest * 2.0**-62
+    # (f_hi + f_lo) * pi/2 as r_hi + r_lo: Dekker's exact product of f_hi and pi/2's 24-bit head
+    p_a, p_b, p_c = _PH_HALF_PI
+    f_a, f_b = _split12(f_hi)
+    r_hi = f_hi * (p_a + p_b)
+    err = _sub(f_a * p_a, r_hi) + f_a * p_b + f_b * p_a + f_b * p_b
+    r_lo = err + (f_hi * p_c + f_lo * (p_a + p_b))
+    negative = x < 0.0
+    q = negative.where(_sub(q.const_like(4), q) & 3, q)
+    return q, negative.where(-r_hi, r_hi), negative.where(-r_lo, r_lo)
+
+
+def xsin(x: UOp, quadrant: int = 0) -> UOp:
+    """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1."""
+    fmt = FORMATS[x.dtype.scalar()]
+    q, r, r_lo = _reduce_cody_waite(x, fmt)
+    if fmt is F32:  # beyond 2**20 (where Cody-Waite's k would need more bits): Payne-Hanek
+        near = x * x < 2.0**40
+        q_far, r_far, r_lo_far = _reduce_payne_hanek_f32(x)
+        q, r, r_lo = near.where(q, q_far), near.where(r, r_far), near.where(r_lo, r_lo_far)
+    z = r * r
+    # sin(r + r_lo) = sin(r) + r_lo*cos(r), cos(r) ~ 1 - z/2 at this size
+    sin_r = r + (r * z * _poly(z, _SIN[fmt.dt]) + r_lo * (1.0 - z * 0.5))
+    # cos(r + r_lo) = cos(r) - r_lo*sin(r); 1 - z/2 rounded, its rounding error added back
+    hz = z * 0.5
+    w = 1.0 - hz
+    cos_r = w + ((_sub(_sub(x.const_like(1.0), w), hz)) + _sub(z * z * _poly(z, _COS[fmt.dt]), r * r_lo))
+    q = (q + quadrant) & 3
+    ret = (q == 0).where(sin_r, (q == 1).where(cos_r, (q == 2).where(-sin_r, -cos_r)))
+    if quadrant == 0:
+        tiny = 2.0 ** (-(fmt.mant + 3) // 2)  # sin(x) rounds to x: x**3/6 is below half an ulp of x
+        ret = (x * x < tiny * tiny).where(x, ret)  # keeps the sign of 0 and the denormals exact
+    return (x.alu(Ops.SUB, x) != 0.0).where(x.const_like(math.nan), ret)  # inf - inf and nan - nan are nan
+
+
+def _in_wide_float(fn: Callable[[UOp], UOp]) -> Callable[[UOp], UOp]:
+    """`fn` on float32 and float64 as they are; narrower floats compute in float32 and round once."""
+
+    def wrapper(x: UOp) -> UOp:
+        scalar = x.dtype.scalar()
+        if scalar in FORMATS:
+            return fn(x)
+        wide = dtypes.float32.vec(x.dtype.count)
+        return fn(x.cast(wide)).cast(x.dtype)
+
+    return wrapper
+
+
+decompositions = PatternMatcher(
+    [
+        # EXP2(x) -> 2**round(x) (from bits) * 2**f (polynomial)
+        (UPat(Ops.EXP2, src=(UPat.var("x"),)), _in_wide_float(xexp2), "exp2 -> bits * polynomial"),
+        # LOG2(x) -> exponent (from bits) + log2(mantissa) (atanh series)
+        (UPat(Ops.LOG2, src=(UPat.var("x"),)), _in_wide_float(xlog2), "log2 -> exponent + polynomial"),
+        # SIN(x) -> +-sin(r) or +-cos(r), x = k*pi/2 + r
+        (UPat(Ops.SIN, src=(UPat.var("x"),)), _in_wide_float(xsin), "sin -> reduction + polynomial"),
+    ]
+)
