@@ -157,7 +157,9 @@ def realize(tensors: Iterable[Lazy]) -> None:
     items, views = create_schedule(roots, [device_of[r] for r in roots])
     # two intermediates can share only if one dies before the other is written: that takes 3 items at least
     if len(items) >= 3 and not NO_MEMORY_PLANNER:
-        plan_memory(items, _intermediates(roots, items, views))
+        saved = plan_memory(items, _intermediates(roots, items, views))
+        if DEBUG >= 2 and saved:
+            print(f"*** memory planner: intermediates share memory, {saved / (1 << 20):.2f} MiB saved")
     run_schedule(items)
     cache: dict[UOp, UOp] = {}
     for t in list(live_tensors):
