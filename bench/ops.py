@@ -1,6 +1,6 @@
 """Tensor-op speed of zeptograd against numpy and torch (a benchmark, not a test).
 
-    python bench/ops.py                 # everything, at full size (under a minute on 2 idle cores)
+    python bench/ops.py                 # everything, at full size (a few minutes on 2 cores)
     python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
     python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, conv2d, unary, overhead,
                                         # compile)
