@@ -1,20 +1,30 @@
 """Tensor-op speed of zeptograd against numpy and torch (a benchmark, not a test).
 
-    python bench/ops.py                 # everything, at full size (under a minute on 2 idle cores)
+    python bench/ops.py                 # everything, at full size (a few minutes on 2 cores)
     python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
-    python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, overhead, compile)
+    python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, conv2d, unary, overhead,
+                                        # compile)
     python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
 
 Benchmarks (float32 throughout; all three libraries get the same inputs):
 
-1. relu    fused `relu(a*b+c)` over 2^24 elements (zeptograd: `(a*b+c).maximum(0)`, one kernel).
+1. relu    fused `relu(a*b+c)` over 2^24 elements (zeptograd: `(a*b+c).maximum(0)`, one kernel). Every run
+           makes a new output tensor (64 MiB), as numpy and torch do: the previous run's is freed, so this row
+           also measures the caching allocator (a fresh 64 MiB buffer costs more in page faults than the kernel).
 2. sum     full reduction of 2^24 elements.
 3. softmax row softmax of a 4096x4096 matrix. zeptograd: `Tensor.softmax` (max, exp of x-max, sum, divide);
            numpy: the same with `np.exp`; torch: `torch.softmax`.
 4. matmul  square `a @ b` for n = 256, 512, 1024, 2048; the notes give GFLOP/s (2*n^3 flops a run).
-5. overhead per-op overhead: `x = (x + 1).realize()` on a (4,) tensor, many steps in a row; the time is per
+5. conv2d  input (8, 64, 56, 56), 64 filters of 3x3, padding 1, stride 1, no bias (a ResNet layer). zeptograd:
+           `Tensor.conv2d`; torch: `torch.nn.functional.conv2d`; numpy: im2col, the 3x3 windows of the padded
+           input as a strided view (`sliding_window_view`) contracted with the filters by `np.tensordot` (one
+           BLAS matmul of (8*56*56, 64*9) by (64*9, 64)), then made contiguous in NCHW. Notes give GFLOP/s
+           (2 * N * Cout * H * W * Cin * 9 flops a run).
+6. unary   exp, sin and tanh (one row each) over 2^22 elements; inputs standard normal (exp), times 3 (sin),
+           times 2 (tanh).
+7. overhead per-op overhead: `x = (x + 1).realize()` on a (4,) tensor, many steps in a row; the time is per
            op (numpy and torch: `x = x + 1`).
-6. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
+8. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
            expression each trial): build, schedule, generate code, compile and run. The notes give the time of
            the same expression's second call (cache hit), so cold - warm is about the compile cost. zeptograd
            only.
@@ -34,6 +44,9 @@ Columns of the final table:
     torch       the same for torch (torch.set_num_threads(os.cpu_count())); "-" when torch is not importable
     zg/np       zeptograd time / numpy time: below 1 zeptograd is faster, above 1 it is slower
     zg/torch    zeptograd time / torch time
+    zg peak     the most device memory one zeptograd run held beyond what was held when it started (so: its
+                output and its intermediates, not the inputs), the largest over the row's runs: from
+                `GlobalCounters.mem_peak` after a `GlobalCounters.reset()` before each run. "-" for compile
     notes       correctness check (ok, or the error), GFLOP/s for matmul, the warm time for compile, and NOISY
                 when other processes kept at least a quarter of a cpu busy during the row (from /proc/stat):
                 multithreaded code (BLAS, torch) slows down badly when it has to share the cores
@@ -71,7 +84,7 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="zeptograd-bench-cache-")
 os.environ["ZEPTOGRAD_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
-from zeptograd import Tensor  # noqa: E402  (after ZEPTOGRAD_CACHE_DIR is set)
+from zeptograd import GlobalCounters, Tensor  # noqa: E402  (after ZEPTOGRAD_CACHE_DIR is set)
 
 try:
     import torch
@@ -79,10 +92,10 @@ except ImportError:
     torch = None
 
 LIBS = ("zeptograd", "numpy", "torch")
-BENCHMARKS = ("relu", "sum", "softmax", "matmul", "overhead", "compile")
+BENCHMARKS = ("relu", "sum", "softmax", "matmul", "conv2d", "unary", "overhead", "compile")
 SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
 BUSY_WARN_CPUS = 0.25  # a row during which other processes kept this many cpus busy is marked NOISY
-MIN_WIDTHS = (38, 10, 10, 10, 7, 8)  # table columns before the notes, so progress lines line up with the table
+MIN_WIDTHS = (38, 10, 10, 10, 7, 8, 9)  # table columns before the notes, so progress lines line up with the table
 
 
 @dataclass
@@ -94,6 +107,8 @@ class Config:
     elementwise_n: int
     softmax_n: int
     matmul_sizes: tuple[int, ...]
+    conv: tuple[int, int, int, int, int]  # batch, input channels, height, width, filters (3x3, padding 1)
+    unary_n: int
     overhead_steps: int
     compile_trials: int
 
@@ -103,12 +118,13 @@ class Row:
     name: str
     times: dict[str, float | None] = field(default_factory=dict)  # median seconds; None: failed or not run
     notes: list[str] = field(default_factory=list)
+    peak: int | None = None  # bytes: the most one zeptograd run held beyond what was held when it started
 
 
 def make_config(quick: bool, repeats: int | None) -> Config:
     if quick:
-        return Config(True, repeats, 0.2, 10, 1 << 20, 512, (64, 128, 256), 100, 2)
-    return Config(False, repeats, 2.0, 50, 1 << 24, 4096, (256, 512, 1024, 2048), 1000, 5)
+        return Config(True, repeats, 0.2, 10, 1 << 20, 512, (64, 128, 256), (2, 8, 14, 14, 8), 1 << 18, 100, 2)
+    return Config(False, repeats, 2.0, 50, 1 << 24, 4096, (256, 512, 1024, 2048), (8, 64, 56, 56, 64), 1 << 22, 1000, 5)
 
 
 def time_runs(fn: Callable[[], Any], cfg: Config) -> tuple[float, Any]:
@@ -142,8 +158,24 @@ def check_close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> 
     return "ok"
 
 
+def with_peak(row: Row, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn`, also recording in `row.peak` the most device memory it held beyond what was held when it started."""
+
+    def run() -> Any:
+        GlobalCounters.reset()
+        start = GlobalCounters.mem_used
+        out = fn()
+        row.peak = max(row.peak or 0, GlobalCounters.mem_peak - start)
+        return out
+
+    return run
+
+
 def run_lib(row: Row, lib: str, fn: Callable[[], Any], cfg: Config) -> Any:
-    """Time `fn` for one library into `row`; on an exception, record it and go on. Returns the warm-up result."""
+    """Time `fn` for one library into `row`; on an exception, record it and go on. Returns the warm-up result.
+    zeptograd's runs also record their peak memory."""
+    if lib == "zeptograd":
+        fn = with_peak(row, fn)
     try:
         row.times[lib], warm = time_runs(fn, cfg)
         return warm
@@ -251,6 +283,51 @@ def bench_matmul(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
         yield row
 
 
+def conv2d_np(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Cross-correlation with 3x3 filters, padding 1, stride 1, NCHW: im2col as a strided view, then one BLAS
+    matmul (tensordot over input channel and window), then the output made contiguous in NCHW."""
+    kh, kw = w.shape[2:]
+    xp = np.pad(x, ((0, 0), (0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2)))
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))  # (N, Cin, H, W, kh, kw)
+    out = np.tensordot(windows, w, axes=([1, 4, 5], [1, 2, 3]))  # (N, H, W, Cout)
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def bench_conv2d(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    n, cin, h, wd, cout = cfg.conv
+    x = rng.standard_normal((n, cin, h, wd), dtype=np.float32)
+    w = rng.standard_normal((cout, cin, 3, 3), dtype=np.float32) / math.sqrt(cin * 9)
+    row = Row(f"conv2d {n}x{cin}x{h}x{wd}, {cout} 3x3 pad 1")
+    zx, zw = Tensor(x).realize(), Tensor(w).realize()
+    warm = run_lib(row, "zeptograd", lambda: zx.conv2d(zw, padding=1).realize(), cfg)
+    run_lib(row, "numpy", lambda: conv2d_np(x, w), cfg)
+    if torch is not None:
+        tx, tw = to_torch(x), to_torch(w)
+        run_lib(row, "torch", lambda: torch.nn.functional.conv2d(tx, tw, padding=1), cfg)
+    want = conv2d_np(x.astype(np.float64), w.astype(np.float64)).astype(np.float32)
+    check_zg(row, warm, want, rtol=1e-3, atol=1e-4)
+    flops = 2 * n * cout * h * wd * cin * 9
+    rates = [f"{lib} {flops / t / 1e9:.1f}" for lib in LIBS if (t := row.times.get(lib))]
+    row.notes.append("GFLOP/s " + ", ".join(rates))
+    yield row
+
+
+def bench_unary(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    n = cfg.unary_n
+    for name, scale in (("exp", 1.0), ("sin", 3.0), ("tanh", 2.0)):
+        a = rng.standard_normal(n, dtype=np.float32) * np.float32(scale)
+        row = Row(f"{name} {fmt_count(n)}")
+        za = Tensor(a).realize()
+        warm = run_lib(row, "zeptograd", lambda za=za, name=name: getattr(za, name)().realize(), cfg)
+        np_fn = getattr(np, name)
+        run_lib(row, "numpy", lambda a=a, np_fn=np_fn: np_fn(a), cfg)
+        if torch is not None:
+            ta, torch_fn = to_torch(a), getattr(torch, name)
+            run_lib(row, "torch", lambda ta=ta, torch_fn=torch_fn: torch_fn(ta), cfg)
+        check_zg(row, warm, np_fn(a.astype(np.float64)).astype(np.float32), rtol=1e-5, atol=1e-6)
+        yield row
+
+
 def bench_overhead(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     steps = cfg.overhead_steps
     row = Row(f"overhead: x+1 on (4,), {steps} ops")
@@ -345,12 +422,26 @@ def fmt_time(t: float | None) -> str:
     return f"{t:.2f} s"
 
 
+def fmt_count(n: int) -> str:
+    return f"{n / (1 << 20):g}M" if n >= 1 << 20 else f"{n / 1024:g}K"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    if n < 1024:
+        return f"{n} B"
+    if n < 1 << 20:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / (1 << 20):.1f} MiB"
+
+
 def fmt_ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a is not None and b is not None else "-"
 
 
 def table_lines(rows: list[Row]) -> list[str]:
-    header = ["benchmark", "zeptograd", "numpy", "torch", "zg/np", "zg/torch", "notes"]
+    header = ["benchmark", "zeptograd", "numpy", "torch", "zg/np", "zg/torch", "zg peak", "notes"]
     cells = [
         [
             r.name,
@@ -359,6 +450,7 @@ def table_lines(rows: list[Row]) -> list[str]:
             fmt_time(r.times.get("torch")),
             fmt_ratio(r.times.get("zeptograd"), r.times.get("numpy")),
             fmt_ratio(r.times.get("zeptograd"), r.times.get("torch")),
+            fmt_bytes(r.peak),
             "; ".join(r.notes),
         ]
         for r in rows
@@ -385,6 +477,8 @@ BENCH_FNS: dict[str, Callable[[Config, np.random.Generator], Iterator[Row]]] = {
     "sum": bench_sum,
     "softmax": bench_softmax,
     "matmul": bench_matmul,
+    "conv2d": bench_conv2d,
+    "unary": bench_unary,
     "overhead": bench_overhead,
     "compile": bench_compile,
 }

@@ -74,11 +74,14 @@ NOOPT = ContextVar("NOOPT", 0)  # 1: no kernel optimizations (scalar loops, one 
 BEAM = ContextVar("BEAM", 0)  # n > 0: search kernel plans by timing them, keeping the n best at each step
 THREADS = ContextVar("THREADS", os.cpu_count() or 1)  # how many cores a kernel may use
 TRAINING = ContextVar("TRAINING", 0)  # 1: dropout drops and BatchNorm uses batch statistics (Tensor.training)
+NO_MEMORY_PLANNER = ContextVar("NO_MEMORY_PLANNER", 0)  # 1: every intermediate buffer gets its own allocation
 
 
 class GlobalCounters:
-    """What has run since the last `reset()`: kernels launched, their estimated operations and bytes,
-    and the memory the devices hold now.
+    """What has run since the last `reset()`: kernels launched, their estimated operations and bytes, and the
+    time they took. `mem_used` is the bytes of device memory that buffers hold now (memory kept in the pool for
+    reuse is not counted); `mem_peak` is the most `mem_used` has been since the last `reset()`, which does not
+    change `mem_used` and starts the peak again from it.
 
     >>> GlobalCounters.reset(); GlobalCounters.kernel_count
     0
@@ -89,9 +92,11 @@ class GlobalCounters:
     global_mem: ClassVar[int] = 0
     time_sum_s: ClassVar[float] = 0.0
     mem_used: ClassVar[int] = 0
+    mem_peak: ClassVar[int] = 0
 
     @staticmethod
     def reset() -> None:
+        GlobalCounters.mem_peak = GlobalCounters.mem_used
         GlobalCounters.kernel_count = 0
         GlobalCounters.global_ops = 0
         GlobalCounters.global_mem = 0

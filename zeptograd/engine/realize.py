@@ -6,6 +6,10 @@ assignment must keep seeing the old contents. When a STORE to `b` is realized wh
 pending anywhere (a lazy tensor, or a view of `b`), the old contents are copied to a fresh buffer first and
 the pending reads are pointed at the copy. When no stale read is pending (the common case:
 `p.assign(p - lr * g)`), nothing is copied.
+
+Memory. Buffers that only this schedule's own kernels read (`_intermediates`) share memory where their
+lifetimes do not overlap (`memory.plan_memory`); the outputs, and anything a live tensor still refers to, get
+their own. `NO_MEMORY_PLANNER=1` gives every buffer its own allocation (to measure what the planner saves).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from zeptograd.codegen import ProgramSpec, get_program
-from zeptograd.helpers import DEBUG, GlobalCounters
+from zeptograd.engine.memory import plan_memory
+from zeptograd.helpers import DEBUG, NO_MEMORY_PLANNER, GlobalCounters
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.device import Device
 from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer
@@ -120,6 +125,27 @@ def _reads(root: UOp, b: UOp, before: set[UOp]) -> bool:
     return root is b
 
 
+def _intermediates(roots: list[UOp], items: list[ScheduleItem], views: dict[UOp, UOp]) -> set[UOp]:
+    """The buffers the schedule makes (written by one of its items, not an assignment's target) that no tensor
+    will refer to once live tensors read the realized values: no root, and no realized node that a live
+    tensor's graph still reaches (through lazy nodes: a realized node's own graph is replaced by its buffer)."""
+    made = {item.bufs[0] for item in items} - {u.src[0] for u in views if u.op is Ops.STORE}
+    reached: set[UOp] = set(roots)
+    visited: set[UOp] = set()
+
+    def enter(node: UOp) -> bool:
+        if node in views:
+            reached.add(node)
+            return False
+        return node not in visited
+
+    for t in list(live_tensors):
+        if buffer_of(t.uop) is None:
+            visited.update(t.uop.toposort(gate=enter))
+    kept = {buffer_of(views[u]) for u in reached if u in views}
+    return made - kept
+
+
 def realize(tensors: Iterable[Lazy]) -> None:
     """Compute every tensor of `tensors` that is not a buffer yet, in one schedule."""
     pending = [t for t in tensors if buffer_of(t.uop) is None]
@@ -129,6 +155,11 @@ def realize(tensors: Iterable[Lazy]) -> None:
     roots = list(dict.fromkeys(t.uop for t in pending))
     device_of = {t.uop: t.device for t in pending}
     items, views = create_schedule(roots, [device_of[r] for r in roots])
+    # two intermediates can share only if one dies before the other is written: that takes 3 items at least
+    if len(items) >= 3 and not NO_MEMORY_PLANNER:
+        saved = plan_memory(items, _intermediates(roots, items, views))
+        if DEBUG >= 2 and saved:
+            print(f"*** memory planner: intermediates share memory, {saved / (1 << 20):.2f} MiB saved")
     run_schedule(items)
     cache: dict[UOp, UOp] = {}
     for t in list(live_tensors):

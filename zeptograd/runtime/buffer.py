@@ -2,8 +2,12 @@
 compiled C; the PYTHON device indexes it), so a copy between them is a numpy copy.
 
 Allocation goes through a pool that reuses freed memory: a fresh 64 MiB array costs more in page faults
-than the kernel that fills it. Each BUFFER node of the tensor graph has one Buffer, made on first use and
-dropped (its memory back to the pool) when no graph holds the node any more.
+than the kernel that fills it. A freed allocation is kept (up to POOL_LIMIT bytes in all) for the next
+allocation of the same byte size on the same device. Each BUFFER node of the tensor graph has one Buffer, made
+on first use and dropped (its memory back to the pool) when no graph holds the node any more. A Buffer can also
+be a window of a larger base Buffer: the memory planner (engine/memory.py) lays a schedule's intermediates out
+that way. `GlobalCounters.mem_used` counts the bytes of allocations in use (a window counts nothing: its base
+does), `GlobalCounters.mem_peak` the most in use since `GlobalCounters.reset()`.
 """
 
 from __future__ import annotations
@@ -21,20 +25,31 @@ POOL_LIMIT = 1 << 30  # bytes of freed memory kept for reuse
 
 
 class _Pool:
-    def __init__(self) -> None:
-        self.free: dict[int, list[np.ndarray]] = defaultdict(list)
-        self.held = 0
+    """Freed allocations kept for reuse, by device and byte size, up to `limit` bytes in all (an allocation
+    that would go over the limit is dropped: numpy frees it)."""
 
-    def take(self, nbytes: int) -> np.ndarray:
-        if self.free[nbytes]:
+    def __init__(self, limit: int = POOL_LIMIT) -> None:
+        self.free: dict[tuple[str, int], list[np.ndarray]] = defaultdict(list)
+        self.held = 0
+        self.limit = limit
+
+    def take(self, device: str, nbytes: int) -> np.ndarray:
+        """A freed allocation of exactly `nbytes` on `device` if one is kept, else a fresh one."""
+        if kept := self.free.get((device, nbytes)):
             self.held -= nbytes
-            return self.free[nbytes].pop()
+            return kept.pop()
         return np.empty(max(nbytes, 1), dtype=np.uint8)
 
-    def give(self, raw: np.ndarray, nbytes: int) -> None:
-        if self.held + nbytes <= POOL_LIMIT:
-            self.free[nbytes].append(raw)
+    def give(self, device: str, raw: np.ndarray, nbytes: int) -> None:
+        """Keep `raw` (an allocation of `nbytes` on `device` that nothing uses any more) for the next `take`."""
+        if self.held + nbytes <= self.limit:
+            self.free[(device, nbytes)].append(raw)
             self.held += nbytes
+
+    def clear(self) -> None:
+        """Drop every kept allocation."""
+        self.free.clear()
+        self.held = 0
 
 
 pool = _Pool()
@@ -48,26 +63,45 @@ def np_dtype(dt: DType) -> np.dtype:
 
 
 class Buffer:
-    """`size` elements of `dtype` on `device`, allocated on first use."""
+    """`size` elements of `dtype` on `device`, allocated on first use: memory of its own (from the pool), or,
+    after `place`, a window of a larger base buffer (the memory planner puts intermediates there)."""
 
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
         self.nbytes = size * dtype.itemsize
-        self._raw: np.ndarray | None = None
+        self.base: Buffer | None = None
+        self.offset = 0  # in bytes, into base
+        self._raw: np.ndarray | None = None  # the allocation this buffer owns (None for a view of a base)
         self._array: np.ndarray | None = None
         self.address = 0
 
     @property
     def allocated(self) -> bool:
-        return self._raw is not None
+        return self._array is not None
+
+    def place(self, base: Buffer, offset: int) -> None:
+        """Make this buffer bytes `offset .. offset + nbytes` of `base` (before it is allocated)."""
+        if self.allocated:
+            raise RuntimeError(f"{self!r} is allocated already; it cannot move into another buffer")
+        if base.device != self.device or not 0 <= offset <= offset + self.nbytes <= base.nbytes:
+            raise ValueError(f"{self!r} does not fit in {base!r} at byte {offset}")
+        self.base, self.offset = base, offset
+
+    def as_bytes(self) -> np.ndarray:
+        """The buffer's memory as a flat uint8 array (allocating it first)."""
+        return self.array().view(np.uint8)
 
     def array(self) -> np.ndarray:
         """The buffer's memory as a flat numpy array (allocating it first)."""
         if self._array is None:
-            self._raw = pool.take(self.nbytes)
-            self._array = self._raw[: self.nbytes].view(np_dtype(self.dtype))
-            self.address = self._raw.ctypes.data
-            GlobalCounters.mem_used += self.nbytes
+            if self.base is not None:
+                raw = self.base.as_bytes()[self.offset : self.offset + self.nbytes]
+            else:
+                raw = self._raw = pool.take(self.device, self.nbytes)
+                GlobalCounters.mem_used += self.nbytes
+                GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
+            self._array = raw[: self.nbytes].view(np_dtype(self.dtype))
+            self.address = raw.ctypes.data
         return self._array
 
     def copyin(self, data: np.ndarray) -> Buffer:
@@ -81,7 +115,7 @@ class Buffer:
     def __del__(self) -> None:
         if self._raw is not None:
             GlobalCounters.mem_used -= self.nbytes
-            pool.give(self._raw, self.nbytes)
+            pool.give(self.device, self._raw, self.nbytes)
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.size} {self.dtype!r}>"
