@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from zeptograd.codegen import ProgramSpec, get_program
 from zeptograd.engine.memory import plan_memory
-from zeptograd.helpers import DEBUG, NO_MEMORY_PLANNER, GlobalCounters
+from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, THREADS, GlobalCounters
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.device import Device
 from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer
@@ -35,12 +35,13 @@ class Lazy(Protocol):
 
 
 live_tensors: weakref.WeakSet[Any] = weakref.WeakSet()
-_programs: dict[tuple[str, UOp], tuple[ProgramSpec, Any]] = {}
+_programs: dict[tuple[str, UOp, int, int, int], tuple[ProgramSpec, Any]] = {}
 
 
 def compiled(device: str, ast: UOp) -> tuple[ProgramSpec, Any]:
-    """The program and runner of a kernel AST on a device, compiled on first use."""
-    key = (device, ast)
+    """The program and runner of a kernel AST on a device, compiled on first use (and again when the flags that
+    choose its plan change)."""
+    key = (device, ast, NOOPT.value, BEAM.value, THREADS.value)
     if key not in _programs:
         dev = Device[device]
         program = get_program(ast, dev.renderer)
