@@ -71,6 +71,9 @@ DEBUG = ContextVar("DEBUG", 0)
 TRACK_REWRITES = ContextVar("TRACK_REWRITES", 0)
 SPEC = ContextVar("SPEC", 0)  # 1: check every new UOp against the stage-independent spec as it is built
 TRAINING = ContextVar("TRAINING", 0)  # 1: dropout drops and BatchNorm uses batch statistics (Tensor.training)
+# an elementwise value that several kernels read is stored once when recomputing it costs at least this many cheap
+# ops per element (schedule/kernelize.py); 0 stores every shared value
+STORE_COST = ContextVar("STORE_COST", 24)
 
 
 class GlobalCounters:
