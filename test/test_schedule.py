@@ -217,6 +217,20 @@ def test_store_cost_weighs_the_number_of_readers(device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_stored_value_of_an_assigned_buffer_reads_the_old_values(device: str):
+    # exp(t) is stored by its own kernel; the assignment that overwrites t must come after every read of it
+    ((a, _),) = inputs(device, (4, 8))
+    t = Tensor(a, device=device).contiguous().realize()
+    e = t.exp()
+    s = e.sum(axis=1, keepdim=True)
+    t.assign(e / s)
+    Tensor.realize(t, s)
+    w = np.exp(a.astype(np.float64))
+    close(s, w.sum(axis=1, keepdims=True))
+    close(t, w / w.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_reduce_broadcast_back_is_two_kernels(device: str):
     ((x, tx),) = inputs(device, (4, 8))
     out = tx - tx.max(axis=1, keepdim=True)
