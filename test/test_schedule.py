@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from zeptograd import Tensor
-from zeptograd.helpers import GlobalCounters
+from zeptograd.helpers import Context, GlobalCounters
+from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.uop.ops import Ops
 
 DEVICES = ["CPU", "PYTHON"]
 
@@ -35,6 +37,12 @@ def kernels(*ts: Tensor) -> int:
     GlobalCounters.reset()
     Tensor.realize(*ts)
     return GlobalCounters.kernel_count
+
+
+def kernels_computing(op: Ops, *ts: Tensor) -> int:
+    """How many kernels of the schedule that would realize ts compute `op` (the schedule is built, not run)."""
+    items, _ = create_schedule([t.uop for t in ts], [t.device for t in ts])
+    return sum(1 for item in items if item.ast is not None and any(u.op is op for u in item.ast.toposort()))
 
 
 def close(t: Tensor, ref: np.ndarray, rtol: float = 1e-5, atol: float = 1e-5) -> None:
@@ -135,17 +143,91 @@ def test_matmul_then_elementwise_is_one_kernel(device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_softmax_is_three_kernels(device: str):
-    # max (1); exp2 and its sum (2); divide (3): each reduce is broadcast back, which ends a kernel
+def test_softmax_stores_exp2_once(device: str):
+    # max (1); exp2, stored once (2); its sum (3); divide (4): the sum and the divide both read exp2, which costs
+    # more to recompute than to store and load (STORE_COST), so it is computed in one kernel, not in both
     ((x, tx),) = inputs(device, (4, 8))
     m = tx.max(axis=1, keepdim=True)
     e = (tx - m).exp2()
     out = e / e.sum(axis=1, keepdim=True)
-    assert kernels(out) == 3
+    assert kernels_computing(Ops.EXP2, out) == 1
+    assert kernels(out) == 4
     w = x.astype(np.float64)
     ref_e = np.exp2(w - w.max(axis=1, keepdims=True))
     close(out, ref_e / ref_e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out.numpy().sum(axis=1), np.ones(4), rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tensor_softmax_stores_exp_once_and_log_softmax_needs_no_store(device: str):
+    ((x, tx),) = inputs(device, (4, 8))
+    w = x.astype(np.float64)
+    ref_e = np.exp(w - w.max(axis=1, keepdims=True))
+    out = tx.softmax(-1)
+    assert kernels_computing(Ops.EXP2, out) == 1
+    assert kernels(out) == 4  # max, exp, sum, divide
+    close(out, ref_e / ref_e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    # log_softmax reads exp in its sum only: nothing is shared, nothing is stored
+    out2 = tx.log_softmax(-1)
+    assert kernels(out2) == 3  # max, sum of exp, subtract the log
+    close(out2, np.log(ref_e / ref_e.sum(axis=1, keepdims=True)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_expensive_shared_value_is_stored_cheap_one_recomputed(device: str):
+    (a, ta), (b, tb) = inputs(device, (4, 8), (4, 8))
+    w = a.astype(np.float64) * b
+    cheap = ta * tb + 1  # 2 ops: recomputed by the sum and by the divide
+    out = cheap / cheap.sum(axis=1, keepdim=True)
+    assert kernels(out) == 2
+    close(out, (w + 1) / (w + 1).sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)
+    costly = (ta * tb).exp()  # exp is a few dozen ops: stored by one kernel, read by the sum and the divide
+    out2 = costly / costly.sum(axis=1, keepdim=True)
+    assert kernels_computing(Ops.EXP2, out2) == 1
+    assert kernels(out2) == 3
+    close(out2, np.exp(w) / np.exp(w).sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_store_cost_weighs_the_number_of_readers(device: str):
+    # 16 cheap ops: recomputed once more (2 kernels read it) costs 16 < 24, recomputed twice more (3 kernels)
+    # costs 32 >= 24, which pays for storing it
+    (a, ta), (b, tb), (c, tc) = inputs(device, (4, 8), (4, 8), (4, 8))
+    ref = a.astype(np.float64)
+    for _ in range(8):
+        ref = ref * b + c
+
+    def v() -> Tensor:  # built afresh each time: realizing a stored v would make later counts read its buffer
+        out = ta
+        for _ in range(8):
+            out = out * tb + tc
+        return out
+
+    with Context(STORE_COST=24):
+        two = v() / v().sum(axis=1, keepdim=True)
+        assert kernels(two) == 2  # the sum, the divide
+        three = (v() - v().max(axis=1, keepdim=True)) / v().sum(axis=1, keepdim=True)
+        assert kernels(three) == 4  # v, its max, its sum, the result
+        with Context(STORE_COST=0):  # 0 stores every value that two kernels read
+            every = v() / v().sum(axis=1, keepdim=True)
+            assert kernels(every) == 3
+    close(two, ref / ref.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-5)
+    close(every, ref / ref.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-5)
+    close(three, (ref - ref.max(axis=1, keepdims=True)) / ref.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_stored_value_of_an_assigned_buffer_reads_the_old_values(device: str):
+    # exp(t) is stored by its own kernel; the assignment that overwrites t must come after every read of it
+    ((a, _),) = inputs(device, (4, 8))
+    t = Tensor(a, device=device).contiguous().realize()
+    e = t.exp()
+    s = e.sum(axis=1, keepdim=True)
+    t.assign(e / s)
+    Tensor.realize(t, s)
+    w = np.exp(a.astype(np.float64))
+    close(s, w.sum(axis=1, keepdims=True))
+    close(t, w / w.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -5,11 +5,12 @@ A node gets its own buffer (it is *realized*) when
 - it is a root being realized, a CONTIGUOUS, an assignment (`STORE(BUFFER, value)`) or a device COPY;
 - it is a REDUCE_AXIS whose result is broadcast back (reaches an EXPAND) or feeds another reduction:
   fusing it there would recompute the whole reduction for every element that reads it;
-- it is a REDUCE_AXIS read by more than one kernel: a reduction is never computed twice.
+- it is a REDUCE_AXIS read by more than one kernel: a reduction is never computed twice;
+- it is an elementwise value read by more than one kernel and expensive to compute (`_worth_storing`).
 
 Everything else fuses into the kernel that reads it: elementwise chains into each other, elementwise
 producers into the reduction that consumes them and elementwise consumers into the reduction's output.
-An elementwise value read by two kernels is recomputed in each, which costs less than a round trip
+A cheap elementwise value read by two kernels is recomputed in each, which costs less than a round trip
 through memory. Each realized node becomes one kernel: its value, read at the output's loop indices
 (`indexing.py` turns movement ops into index arithmetic), stored to its buffer.
 """
@@ -21,9 +22,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from zeptograd.dtype import dtypes
-from zeptograd.helpers import SPEC
+from zeptograd.helpers import SPEC, STORE_COST
 from zeptograd.schedule.indexing import IndexingContext, at, indexing
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.shape import prod, strides_for
 from zeptograd.uop.spec import tensor_spec, verify
@@ -84,6 +85,48 @@ def _reduce_must_realize(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict
                 seen.add(c)
                 stack.append(c)
     return len(kernels) > 1
+
+
+# what computing one element of an op costs, in cheap vectorized ALU ops (an add, a compare, a cast cost 1).
+# libm's exp2f/log2f/sinf are scalar calls (measured: ~60 cheap ops for exp2f); a vectorized polynomial is ~20;
+# divisions and square roots vectorize at a few times an add's cost. Loads are not counted here: storing a value
+# replaces the reads of its inputs in each reader with one read of the stored value.
+_OP_COST: dict[Ops, int] = {
+    **dict.fromkeys((Ops.EXP2, Ops.LOG2, Ops.SIN), 32),
+    **dict.fromkeys((Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV, Ops.IDIV, Ops.MOD), 4),
+}
+_ELEMENTWISE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST}
+
+
+def _compute_cost(u: UOp, realized: dict[UOp, None], enough: int) -> int:
+    """What recomputing `u` in a kernel that reads it costs per element: the cost of the nodes that would fuse
+    into that kernel with it (counting stops at buffers, realized nodes and reductions, and at `enough`)."""
+    cost = 0
+    stack, seen = [u], {u}
+    while stack and cost < enough:
+        node = stack.pop()
+        if node.op in _ELEMENTWISE:
+            cost += _OP_COST.get(node.op, 1)
+        for s in _reads(node):
+            if s not in seen and s not in realized and s.op is not Ops.REDUCE_AXIS:
+                seen.add(s)
+                stack.append(s)
+    return cost
+
+
+def _worth_storing(u: UOp, readers: int, realized: dict[UOp, None]) -> bool:
+    """Is elementwise `u`, read by `readers` kernels, cheaper to store once than to recompute in each? Storing
+    costs one more write and read of each element, STORE_COST cheap ops (measured); recomputing costs
+    `readers - 1` more computations of `u`."""
+    if u.op not in _ELEMENTWISE or readers < 2:
+        return False
+    return (readers - 1) * _compute_cost(u, realized, STORE_COST.value) >= STORE_COST.value
+
+
+def _readers(u: UOp, consumers: dict[UOp, list[UOp]], readers: dict[UOp, frozenset[UOp]]) -> frozenset[UOp]:
+    """The kernels that read `u`'s value: the union of its consumers' (each consumer's set is known)."""
+    sets = {readers[c] for c in consumers[u]}
+    return frozenset().union(*sets) if len(sets) != 1 else sets.pop()
 
 
 def kernel_name(shape: tuple[int, ...], ast: UOp) -> str:
@@ -189,9 +232,26 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
             realized[u] = None
         if u.op is Ops.COPY and buffer_of(u.src[0]) is None:
             realized[u.src[0]] = None
+    # consumers before producers, so each decision sees the final kernels that read the node
+    readers: dict[UOp, frozenset[UOp]] = {}  # node -> the realized nodes (kernels) that read its value
+    stored: dict[UOp, int] = {}  # elementwise values realized because they are expensive -> kernels reading them
     for u in reversed(nodes):
-        if u.op is Ops.REDUCE_AXIS and u not in realized and _reduce_must_realize(u, consumers, realized):
+        if u in realized:
+            readers[u] = frozenset((u,))
+            continue
+        readers[u] = _readers(u, consumers, readers)
+        if u.op is Ops.REDUCE_AXIS and _reduce_must_realize(u, consumers, realized):
             realized[u] = None
+        elif _worth_storing(u, len(readers[u]), realized):
+            realized[u] = None
+            stored[u] = len(readers[u])
+        if u in realized:
+            readers[u] = frozenset((u,))
+    # a value's cost was counted before the producers it reads were decided: one of them may since have been
+    # stored itself (softmax's exp below its gradient), leaving too little to recompute to pay for a store
+    for u, n in reversed(stored.items()):
+        if not _worth_storing(u, n, realized):
+            del realized[u]
 
     views: dict[UOp, UOp] = {}  # realized node -> the view of its buffer
     cut_cache: dict[UOp, UOp] = {}
