@@ -7,7 +7,7 @@ passes when SPEC=1):
    loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1` (opt.py,
    heuristic.py).
 2. `decompositions`: EXP2, LOG2 and SIN become range reduction and polynomials (transcendental.py), so they
-   vectorize like any arithmetic.
+   vectorize like any arithmetic (for every target but the PYTHON device, which computes them exactly).
 3. `expand`: upcast and unrolled lanes become vector dtypes (VECTORIZE / GEP; expander.py).
 4. `devectorize`: vectors narrowed to what the target renders, contiguous accesses as vector LOAD/STORE
    (devectorizer.py).
@@ -105,8 +105,10 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     _check(ast, "kernel AST")
     sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
     _check(sink, "after opt")
-    # EXP2 LOG2 SIN -> arithmetic, before expand so the polynomials become vector code
-    sink = graph_rewrite(sink, decompositions, name="decompositions")
+    # EXP2 LOG2 SIN -> arithmetic, before expand so the polynomials become vector code; a target that has them
+    # (the PYTHON device: exact math) keeps the ops
+    if not getattr(renderer, "native_transcendentals", False):
+        sink = graph_rewrite(sink, decompositions, name="decompositions")
     sink = expand(sink)
     _check(sink, "after expand")
     sink = devectorize(sink, renderer.max_lanes if renderer is not None else lambda op, dt: 1)
