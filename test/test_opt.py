@@ -227,3 +227,24 @@ def test_vector_ops_are_exact(device):
         np.testing.assert_array_equal(out, want)
         if out.dtype.kind == "f":
             np.testing.assert_array_equal(np.signbit(out[~np.isnan(out)]), np.signbit(want[~np.isnan(want)]))
+
+
+def test_beam_search_finds_a_plan_and_caches_it(monkeypatch, tmp_path):
+    from zeptograd.codegen import search
+
+    monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
+    a, b = _inputs((8, 8), (8, 16), seed=5)
+    item = _kernel(Tensor(a).realize() @ Tensor(b).realize())
+    timed: list[list[Opt]] = []
+    time_plan = search._Timer.time
+    monkeypatch.setattr(search._Timer, "time", lambda self, opts, runs=3: timed.append(opts) or time_plan(self, opts, runs))
+    with Context(BEAM=2):
+        plan = search.beam_search(item.ast, Device["CPU"].renderer, 2)
+        assert len(timed) > 10 and plan  # it tried many plans, and one beat the plain kernel
+        got = run_plan(Tensor(a).realize() @ Tensor(b).realize(), plan)
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+        assert list(tmp_path.glob("beam/cpu_*.json"))
+        timed.clear()
+        assert search.beam_search(item.ast, Device["CPU"].renderer, 2) == plan and not timed  # from the disk cache
+        out = (Tensor(a) @ Tensor(b)).numpy()  # BEAM=2 through realize
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
