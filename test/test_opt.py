@@ -181,7 +181,9 @@ def test_python_device_agrees_with_cpu_bit_for_bit_on_vector_kernels():
     # the same linear program on both devices, fused multiply-adds and vector accumulators included
     a, b = _inputs((8, 12), (12, 16), seed=3)
     plan = [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.THREAD, 0, 2)]
-    got = {d: run_plan(Tensor(a, device=d).realize() @ Tensor(b, device=d).realize(), plan, d) for d in ("CPU", "PYTHON")}
+    got = {
+        d: run_plan(Tensor(a, device=d).realize() @ Tensor(b, device=d).realize(), plan, d) for d in ("CPU", "PYTHON")
+    }
     np.testing.assert_array_equal(got["CPU"], got["PYTHON"])
     np.testing.assert_allclose(got["CPU"], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
@@ -189,7 +191,10 @@ def test_python_device_agrees_with_cpu_bit_for_bit_on_vector_kernels():
 def test_padto_gates_the_extra_iterations():
     (x,) = _inputs((5, 7))
     t = Tensor(x).realize()
-    for plan in ([Opt(OptOps.PADTO, 0, 8), Opt(OptOps.UPCAST, 0, 8)], [Opt(OptOps.PADTO, 1, 4), Opt(OptOps.UNROLL, 0, 4)]):
+    for plan in (
+        [Opt(OptOps.PADTO, 0, 8), Opt(OptOps.UPCAST, 0, 8)],
+        [Opt(OptOps.PADTO, 1, 4), Opt(OptOps.UNROLL, 0, 4)],
+    ):
         np.testing.assert_allclose(run_plan(t.max(1), plan), x.max(1), rtol=1e-6)
         np.testing.assert_allclose(run_plan((t * 2).exp2().sum(1), plan), np.exp2(x * 2.0).sum(1), rtol=1e-5)
     item = _kernel(t.sum(1))
@@ -216,7 +221,10 @@ def test_vector_ops_are_exact(device):
         (X.trunc(), np.trunc(x)),
         (X != X, x != x),
         ((X > 0).float() + XI.float(), (x > 0).astype(np.float32) + xi.astype(np.float32)),
-        ((X.double() > Y.double()).where(X.double(), 1.0), np.where(x.astype(np.float64) > y, x.astype(np.float64), 1.0)),
+        (
+            (X.double() > Y.double()).where(X.double(), 1.0),
+            np.where(x.astype(np.float64) > y, x.astype(np.float64), 1.0),
+        ),
         (B < True, b < True),
         (B.maximum(B == False), np.maximum(b, ~b)),  # noqa: E712
         (X.max(1), x.max(1)),
@@ -237,7 +245,9 @@ def test_beam_search_finds_a_plan_and_caches_it(monkeypatch, tmp_path):
     item = _kernel(Tensor(a).realize() @ Tensor(b).realize())
     timed: list[list[Opt]] = []
     time_plan = search._Timer.time
-    monkeypatch.setattr(search._Timer, "time", lambda self, opts, runs=3: timed.append(opts) or time_plan(self, opts, runs))
+    monkeypatch.setattr(
+        search._Timer, "time", lambda self, opts, runs=3: timed.append(opts) or time_plan(self, opts, runs)
+    )
     with Context(BEAM=2):
         plan = search.beam_search(item.ast, Device["CPU"].renderer, 2)
         assert len(timed) > 10 and plan  # it tried many plans, and one beat the plain kernel

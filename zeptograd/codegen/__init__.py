@@ -21,9 +21,8 @@ passes when SPEC=1):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from zeptograd.codegen.devectorizer import devectorize, fuse_multiply_add
@@ -62,8 +61,6 @@ class ProgramSpec:
     mem_bytes: int
     opts: tuple[Opt, ...] = ()
     threads: int = 1  # how many calls run the kernel, one per core (a SPECIAL "core" index tells them apart)
-
-
 
 
 def estimate_cost(sink: UOp) -> tuple[int, int]:

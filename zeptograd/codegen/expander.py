@@ -64,7 +64,8 @@ class _Expander:
                 return u if not axes else self.broadcast(u, len(_lane_coords(axes)))
             key = (u, axes)
             if key not in self.lane_cache:
-                self.lane_cache[key] = UOp(Ops.VECTORIZE, u.dtype.vec(len(_lane_coords(axes))), tuple(self.per_lane(u, axes)))
+                lanes = tuple(self.per_lane(u, axes))
+                self.lane_cache[key] = UOp(Ops.VECTORIZE, u.dtype.vec(len(lanes)), lanes)
             return self.lane_cache[key]
         new = self.new[u]
         if _same(own, axes):

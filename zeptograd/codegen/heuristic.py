@@ -102,9 +102,10 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         # a reduction along contiguous memory: vector accumulators over the reduce axis
         if (a := _divisor(reds[-1].src[0].arg, (32, 16, 8, 4))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
-    elif outs and any(_stride(x, outs[-1]) == 1 for x in reads) and (_stride(out_index, outs[-1]) == 1):
-        if (a := _divisor(sizes[-1], (8, 4, 2))) is not None:
-            ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a))
+    elif outs and any(_stride(x, outs[-1]) == 1 for x in reads) and _stride(out_index, outs[-1]) == 1:
+        # vector loads and stores along the contiguous output axis
+        a = _divisor(sizes[-1], (8, 4, 2))
+        ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a)) if a is not None else ast
     threads = THREADS.value
     if threads > 1 and work >= THREAD_MIN_WORK:
         for i, r in enumerate(output_axes(ast)):

@@ -149,5 +149,7 @@ def merge_loops(root: UOp) -> UOp:
         group = next((g for g in ends.values() if len(g) > 1), None)
         if group is None:
             return root
-        merged = UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(e.src[0] for e in group)), *group[0].src[1:]))
+        merged = UOp(
+            Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(e.src[0] for e in group)), *group[0].src[1:])
+        )
         root = root.substitute(dict.fromkeys(group, merged))

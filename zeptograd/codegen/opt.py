@@ -26,8 +26,6 @@ wrong kernel.
 
 from __future__ import annotations
 
-import math
-
 from zeptograd.dtype import dtypes
 from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
 from zeptograd.uop.ops import Ops, UOp
@@ -205,15 +203,11 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
 def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
     """`ast` with `opts` applied in order; the SINK records them.
 
-    >>> from zeptograd.schedule.kernelize import lower_kernel
-    >>> x = Tensor.ones(4, 8).contiguous().realize()
-    >>> ast, _ = lower_kernel(x.uop.base if hasattr(x.uop, "base") else x.uop, (x.uop * 2))  # doctest: +SKIP
+    >>> from zeptograd.schedule.kernelize import create_schedule
+    >>> (item,), _ = create_schedule([(Tensor.ones(4, 8).contiguous().realize() * 2).uop], ["CPU"])
+    >>> apply_opts(item.ast, [Opt(OptOps.UPCAST, 1, 8)]).arg
+    KernelInfo('E_4_8', (Opt(OptOps.UPCAST, 1, 8),))
     """
     for opt in opts:
         ast = apply_opt(ast, opt)
     return ast
-
-
-def lanes(ast: UOp) -> int:
-    """How many vector lanes the kernel's upcasts and unrolls make, in all."""
-    return math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.UNROLL)

@@ -84,7 +84,7 @@ class _Timer:
 
 def _progress(total: int, desc: str) -> Any:
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]
     except ImportError:  # the bar is a nicety: search without it
         return None
     return tqdm(total=total, desc=desc, leave=False)

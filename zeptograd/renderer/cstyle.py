@@ -14,9 +14,8 @@ renderer calls a floor helper.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 
 from zeptograd.dtype import DType, PtrDType, dtypes
@@ -292,8 +291,10 @@ class CRenderer:
         lanewise = (Ops.MULACC, Ops.SQRT, Ops.TRUNC) + ((Ops.MAX,) if dtypes.is_float(dt) else ())
         if op in lanewise and dt.count > 1 and (dt.scalar(), dt.count) not in _VEC_BUILTIN_SUFFIX:
             # no instruction for this width: lane by lane
-            lanes = [self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [f"{x}[{i}]" for x in src])[0]
-                     for i in range(dt.count)]
+            lanes = [
+                self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [f"{x}[{i}]" for x in src])[0]
+                for i in range(dt.count)
+            ]
             return f"({ctype(dt)}){{{', '.join(lanes)}}}", False
         if op is Ops.MAX and dt.count > 1:
             # NaN wins, as in numpy: maxps gives its second operand when either is NaN, so a NaN in `a` is put back
@@ -332,9 +333,7 @@ def _typedefs(dt: DType) -> str:
 
 
 # every vector type a kernel may name (masks and bitwise selects use int vectors the program never holds)
-VECTOR_TYPEDEFS = "".join(
-    _typedefs(dt.vec(n)) for dt, lanes in VECTOR_LANES.items() for n in (2, 4, 8) if n <= lanes
-)
+VECTOR_TYPEDEFS = "".join(_typedefs(dt.vec(n)) for dt, lanes in VECTOR_LANES.items() for n in (2, 4, 8) if n <= lanes)
 
 
 def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:

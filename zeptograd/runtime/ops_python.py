@@ -65,7 +65,7 @@ def _lanes_of_memory(dt: DType, index: UOp) -> int:
 
 def _check_span(mem: Any, i: int, count: int) -> Any:
     # numpy would wrap a negative index: the reference device checks every access instead
-    if not (0 <= i and i + count <= len(mem)):
+    if not (i >= 0 and i + count <= len(mem)):
         what = f"element {i}" if count == 1 else f"elements {i}..{i + count - 1}"
         raise IndexError(f"kernel accesses {what} of a buffer of {len(mem)}")
     return mem[i : i + count]

@@ -14,8 +14,8 @@ float16. `//` and `%` are floor division and floor modulo, as in Python, numpy a
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -178,7 +178,8 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
     if op in (Ops.SHL, Ops.SHR) and not _shift_amount_ok(operands[1], scalar):
         return None
     if op is Ops.MULACC and dtypes.is_float(scalar):
-        return fused_multiply_add(*operands, scalar)
+        a, b, c = operands
+        return fused_multiply_add(a, b, c, scalar)
     ret = python_alu[op](*operands)
     if ret is None:
         return None
