@@ -16,7 +16,8 @@ def test_readme_python_blocks_run(capsys):
     # what the comments next to the prints say, each checked by hand
     assert out[0] == "[11. 20.] 1"
     assert out[1] == "[[1.0, 1.0], [1.0, 1.0]] [[5.0, 5.0], [5.0, 5.0]]"
-    assert out[2] == "[1. 1. 1. 1.] dtypes.int32 (2, 2) (4, 10)"
-    assert out[3] == "[2.0, 4.0, 6.0]"
-    assert out[4] == "['l1.bias', 'l1.weight', 'l2.bias', 'l2.weight'] True"
-    assert out[5] == "(x*4+y)//4 0 100" and out[6] == "x" and out[-1] == "x*2"
+    assert out[2] == "True 2 True"
+    assert out[3] == "[1. 1. 1. 1.] dtypes.int32 (2, 2) (4, 10)"
+    assert out[4] == "[2.0, 4.0, 6.0]"
+    assert out[5] == "['l1.bias', 'l1.weight', 'l2.bias', 'l2.weight'] True"
+    assert out[6] == "(x*4+y)//4 0 100" and out[7] == "x" and out[-1] == "x*2"
