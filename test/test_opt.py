@@ -162,7 +162,7 @@ def test_threads_do_not_change_elementwise_results_and_reductions_are_determinis
     (x,) = _inputs((64, 4096))
     results = {}
     for threads in (1, 2, 4):
-        with Context(THREADS=threads):
+        with Context(THREADS=threads, NOOPT=0):
             t = Tensor(x)
             item = _kernel((t * 3 - 1).exp2())
             program = get_program(item.ast, Device["CPU"].renderer)
@@ -171,7 +171,7 @@ def test_threads_do_not_change_elementwise_results_and_reductions_are_determinis
     for threads in (2, 4):
         np.testing.assert_array_equal(results[threads][0], results[1][0])
     np.testing.assert_allclose(results[2][1], x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
-    with Context(THREADS=2):
+    with Context(THREADS=2, NOOPT=0):
         again = [Tensor(x).sum(1).numpy() for _ in range(3)]
     for r in again:
         np.testing.assert_array_equal(r, results[2][1])
