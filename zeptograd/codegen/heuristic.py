@@ -8,6 +8,8 @@ The rules, in order (each applied only where its amount divides the axis):
    register and the inner loop is 8 vector FMAs on 8 accumulators; where 16 does not divide `n`, 8 by 8
    (a convolution's rows of 56). Tensor.matmul stores a large right operand as 16-column panels, so the 16
    lanes of `n` are one contiguous read; conv2d reads a padded copy of its input, so a row is one too.
+   When the operand that ignores `m` is over 8 MiB, SWAP puts the column tiles outside: one tile of it
+   stays in L2 while the rows of the other stream past.
 2. Other reductions: when the output's last axis is contiguous in the inputs (a sum over rows of a
    column-major walk, `x.sum(0)`), UPCAST it to 8 lanes; when the reduce axis is the contiguous one
    (`x.sum(1)`), UNROLL it by 32 (four 8-lane accumulators, so the adds of one iteration do not wait on
@@ -23,10 +25,12 @@ import math
 from typing import Any
 
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, reduce_axes
+from zeptograd.dtype import PtrDType
 from zeptograd.helpers import THREADS
 from zeptograd.uop.ops import Ops, UOp
 
 THREAD_MIN_WORK = 1 << 17  # below this a kernel runs in less time than waking a second core takes
+SWAP_MIN_BYTES = 8 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
 
 
 def _stride(idx: UOp, r: UOp) -> int | None:
@@ -39,6 +43,16 @@ def _stride(idx: UOp, r: UOp) -> int | None:
 
 def _reads(ast: UOp) -> list[UOp]:
     return [u.src[0].src[1] for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+
+
+def _read_buffers(ast: UOp) -> list[tuple[UOp, int]]:
+    """(address, bytes of the buffer read) of every global read."""
+    out = []
+    for u in ast.toposort():
+        if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL:
+            ptr = u.src[0].src[0].dtype
+            out.append((u.src[0].src[1], ptr.size * ptr.base.itemsize if isinstance(ptr, PtrDType) else 0))
+    return out
 
 
 def _store_index(ast: UOp) -> UOp | None:
@@ -98,6 +112,13 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         n = next(i for i, r in enumerate(output_axes(ast)) if r is rn)
         if an is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, n, an))
+        # when the operand that ignores m (B) is too big for the caches, walk its column tiles in the outer
+        # loop instead: one tile of B stays in L2 while the rows of A stream past it (2048: 155 -> 185 GFLOP/s)
+        rm = outs[m]
+        b_bytes = max((nbytes for x, nbytes in _read_buffers(ast) if rm not in set(x.toposort())), default=0)
+        loops = {r.arg: i for i, r in enumerate(output_axes(ast))}
+        if b_bytes > SWAP_MIN_BYTES and rm.arg in loops and rn.arg in loops and loops[rm.arg] < loops[rn.arg]:
+            ast = _try(ast, opts, Opt(OptOps.SWAP, loops[rm.arg], loops[rn.arg]))
     elif reds and any(_stride(x, reds[-1]) == 1 for x in reads):
         # a reduction along contiguous memory: vector accumulators over the reduce axis
         if (a := _divisor(reds[-1].src[0].arg, (32, 16, 8, 4))) is not None:

@@ -195,6 +195,11 @@ class CRenderer:
         def emit(line: str) -> None:
             lines.append("  " * depth + line)
 
+        uses: dict[UOp, int] = {}
+        for u in uops:
+            for s in u.src:
+                uses[s] = uses.get(s, 0) + 1
+
         def bind(u: UOp, prefix: str, expr: str) -> None:
             names[u] = fresh(prefix)
             emit(f"const {ctype(u.dtype)} {names[u]} = {expr};")
@@ -248,7 +253,14 @@ class CRenderer:
                 index = u.src[0]
                 addr = _vector_access(u.dtype, index, src[0], "const ")
                 expr = f"({names[index.src[2]]} ? {addr} : {src[1]})" if len(index.src) == 3 else addr
-                bind(u, "val", expr)
+                if u.dtype.count > 1 and uses[u] > 1 and _HAS_AVX2_FMA:
+                    # a vector read by several FMAs: keep it in a register (GCC would fold the load into every
+                    # FMA, and a 4x16 tile would then wait on 12 loads for 8 FMAs instead of 6)
+                    names[u] = fresh("val")
+                    emit(f"{ctype(u.dtype)} {names[u]} = {expr};")
+                    emit(f'__asm__("" : "+x"({names[u]}));')
+                else:
+                    bind(u, "val", expr)
             elif op is Ops.STORE:
                 emit(f"{_vector_access(u.src[1].dtype, u.src[0], src[0], '')} = {src[1]};")
             elif op is Ops.CAST and u.dtype.count > 1:
