@@ -3,9 +3,9 @@ plan is a list of them, applied in order. The applied plan is recorded on the ke
 `KernelInfo(name, opts)`.
 
 Axes are numbered in loop order at the time an opt is applied: the output axes (the loops of the END)
-first, then the reduce axes (the loops of the REDUCEs). UPCAST, THREAD and SWAP take an output axis; UNROLL
-takes a reduce axis counted from the first reduce axis (`Opt(UNROLL, 0, 4)` unrolls the first one); PADTO
-takes any axis in the full numbering.
+first, then the reduce axes (the loops of the REDUCEs). UPCAST and THREAD take an output axis; UNROLL takes a
+reduce axis counted from the first reduce axis (`Opt(UNROLL, 0, 4)` unrolls the first one); PADTO and SWAP
+take any axis in the full numbering (SWAP: two of one kind).
 
 - `UPCAST(axis, n)`: the output loop `r` over N becomes `r' * n + u` with a loop `r'` over N/n and a lane
   `u` (UNROLL) over n: `expand` turns every value that depends on `u` into a vector of n lanes, so the
@@ -14,7 +14,7 @@ takes any axis in the full numbering.
   reduced across lanes after the loop.
 - `THREAD(axis, n)`: the output loop is split into n contiguous chunks, one per core: `r = core * N/n + r'`
   with `core` a SPECIAL index that the runtime sets for each thread.
-- `SWAP(axis, other)`: exchanges the nesting order of two output loops.
+- `SWAP(axis, other)`: exchanges the nesting order of two output loops, or of two reduce loops.
 - `PADTO(axis, n)`: the loop runs to the next multiple of n; the extra iterations read nothing (their loads
   are gated), store nothing, and add the reduction's identity, so a tile of n divides the axis.
 - `LOCAL`, `GROUP`, `GROUPTOP`, `TC`: the GPU backends' opts (work-group axes, grouped reductions through local
@@ -165,16 +165,20 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     outs, reds = output_axes(ast), reduce_axes(ast)
     if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
         raise _fail(opt, f"{opt.op.name} needs a GPU-style device; the CPU does not have it")
-    axes = reds if opt.op is OptOps.UNROLL else outs + reds if opt.op is OptOps.PADTO else outs
-    kind = "reduce" if opt.op is OptOps.UNROLL else "" if opt.op is OptOps.PADTO else "output"
+    full = opt.op in (OptOps.PADTO, OptOps.SWAP)
+    axes = reds if opt.op is OptOps.UNROLL else outs + reds if full else outs
+    kind = "reduce" if opt.op is OptOps.UNROLL else "" if full else "output"
     if not isinstance(opt.axis, int) or not 0 <= opt.axis < len(axes):
         raise _fail(opt, f"axis {opt.axis} out of range: the kernel has {len(axes)} {kind} axes".replace("  ", " "))
     r = axes[opt.axis]
     size = _size(r)
     if opt.op is OptOps.SWAP:
-        if not 0 <= opt.amount < len(outs) or opt.amount == opt.axis:
-            raise _fail(opt, f"SWAP needs another output axis, got {opt.amount} of {len(outs)}")
-        other = outs[opt.amount]
+        kind_axes = outs if opt.axis < len(outs) else reds
+        first = 0 if opt.axis < len(outs) else len(outs)
+        if not first <= opt.amount < first + len(kind_axes) or opt.amount == opt.axis:
+            what = "output" if first == 0 else "reduce"
+            raise _fail(opt, f"SWAP needs another {what} axis, got {opt.amount} ({what} axes: {first}..)")
+        other = (outs + reds)[opt.amount]
         a, b = r.replace(arg=-1 - r.arg), other.replace(arg=-1 - other.arg)
         new = ast.substitute({r: a, other: b})
         new = new.substitute({a: a.replace(arg=other.arg), b: b.replace(arg=r.arg)})

@@ -24,6 +24,16 @@ from zeptograd.uop.ops import Ops, UOp
 POOL_LIMIT = 1 << 30  # bytes of freed memory kept for reuse
 
 
+ALIGN = 64  # bytes: a cache line, and what vector loads of whole lines want
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """`nbytes` of fresh memory starting on an ALIGN-byte boundary (numpy's own start only on 16)."""
+    raw = np.empty(max(nbytes, 1) + ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start : start + max(nbytes, 1)]
+
+
 class _Pool:
     """Freed allocations kept for reuse, by device and byte size, up to `limit` bytes in all (an allocation
     that would go over the limit is dropped: numpy frees it)."""
@@ -38,7 +48,7 @@ class _Pool:
         if kept := self.free.get((device, nbytes)):
             self.held -= nbytes
             return kept.pop()
-        return np.empty(max(nbytes, 1), dtype=np.uint8)
+        return aligned_empty(nbytes)
 
     def give(self, device: str, raw: np.ndarray, nbytes: int) -> None:
         """Keep `raw` (an allocation of `nbytes` on `device` that nothing uses any more) for the next `take`."""
