@@ -116,43 +116,44 @@ class _Devectorizer:
             gates = None  # a gate the value ranges decided: no gate
         return lanes(index.src[1]), gates
 
-    def load(self, u: UOp) -> list[UOp]:
-        index = u.src[0]
-        ptr = index.src[0]
-        width = u.dtype.count
+    def accesses(self, op: Ops, index: UOp, dt: DType) -> list[tuple[int, int, list[UOp]]]:
+        """The chunks of a LOAD or STORE of `dt` through `index`: (first lane, lanes, addresses), with one address
+        for a vector access (contiguous and ungated) and one per lane otherwise."""
+        width = dt.count
         addresses, gates = self._addresses(index, width)
-        w = _width(width, self.max_lanes(Ops.LOAD, u.dtype.scalar()))
+        ptr = index.src[0]
+        w = _width(width, self.max_lanes(op, dt.scalar()))
         out = []
         for start in range(0, width, w):
             addr = addresses[start : start + w]
             if gates is None and w > 1 and _contiguous(addr):
-                out.append(ptr.index(addr[0]).load(dtype=u.dtype.scalar().vec(w)))
+                out.append((start, w, [ptr.index(addr[0])]))
+            else:
+                lanes = range(start, start + w)
+                out.append((start, w, [ptr.index(addresses[k], None if gates is None else gates[k]) for k in lanes]))
+        return out
+
+    def load(self, u: UOp) -> list[UOp]:
+        out = []
+        for start, w, targets in self.accesses(Ops.LOAD, u.src[0], u.dtype):
+            if len(targets) == 1 and w > 1:
+                out.append(targets[0].load(dtype=u.dtype.scalar().vec(w)))
                 continue
             scalars = []
-            for k in range(start, start + w):
-                if gates is None:
-                    scalars.append(ptr.index(addresses[k]).load())
-                else:
-                    alt = self.get(u.src[1], k, 1) if u.src[1].dtype.count > 1 else self.get(u.src[1], 0, 1)
-                    scalars.append(ptr.index(addresses[k], gates[k]).load(alt))
+            for k, target in enumerate(targets, start):
+                alt = () if len(target.src) == 2 else (self.get(u.src[1], k if u.src[1].dtype.count > 1 else 0, 1),)
+                scalars.append(target.load(*alt))
             out.append(scalars[0] if w == 1 else UOp(Ops.VECTORIZE, u.dtype.scalar().vec(w), tuple(scalars)))
         return out
 
     def store(self, u: UOp) -> UOp:
         index, value = u.src
-        ptr = index.src[0]
-        width = value.dtype.count
-        addresses, gates = self._addresses(index, width)
-        w = _width(width, self.max_lanes(Ops.STORE, value.dtype.scalar()))
         stores = []
-        for start in range(0, width, w):
-            addr = addresses[start : start + w]
-            if gates is None and w > 1 and _contiguous(addr):
-                stores.append(ptr.index(addr[0]).store(self.get(value, start, w)))
-                continue
-            for k in range(start, start + w):
-                target = ptr.index(addresses[k]) if gates is None else ptr.index(addresses[k], gates[k])
-                stores.append(target.store(self.get(value, k, 1)))
+        for start, w, targets in self.accesses(Ops.STORE, index, value.dtype):
+            if len(targets) == 1 and w > 1:
+                stores.append(targets[0].store(self.get(value, start, w)))
+            else:
+                stores.extend(target.store(self.get(value, k, 1)) for k, target in enumerate(targets, start))
         return stores[0] if len(stores) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(stores))
 
 
