@@ -26,6 +26,7 @@ wrong kernel.
 
 from __future__ import annotations
 
+from zeptograd.codegen.lowering import identity_element
 from zeptograd.dtype import dtypes
 from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
 from zeptograd.uop.ops import Ops, UOp
@@ -143,8 +144,6 @@ def _padto(ast: UOp, r: UOp, amount: int, reduce: bool) -> UOp:
     valid = bigger < size
     ast = _rebuild(ast, r, bigger, (bigger,))
     if reduce:
-        from zeptograd.codegen.lowering import identity_element
-
         # the padded iterations add the reduction's identity
         replace = {}
         for u in ast.toposort():
