@@ -258,3 +258,23 @@ def test_beam_search_finds_a_plan_and_caches_it(monkeypatch, tmp_path):
         assert search.beam_search(item.ast, Device["CPU"].renderer, 2) == plan and not timed  # from the disk cache
         out = (Tensor(a) @ Tensor(b)).numpy()  # BEAM=2 through realize
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_threads_on_loops_no_count_divides(device, monkeypatch):
+    # 7 rows and 3 threads: the row loop is padded to 9 and gated; the gate is the same for the 8 lanes of a
+    # row's vectors, so the reads and writes stay vector accesses
+    from zeptograd.codegen import heuristic
+
+    monkeypatch.setattr(heuristic, "THREAD_MIN_WORK", 0)  # a small kernel, split all the same
+    (x,) = _inputs((7, 64), seed=9)
+    t = Tensor(x, device=device).realize()
+    with Context(THREADS=3, NOOPT=0):
+        item = _kernel(t * 3 - 1, device)
+        opts = hand_coded_opts(item.ast)
+        assert opts == [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.PADTO, 0, 3), Opt(OptOps.THREAD, 0, 3)]
+        program = get_program(item.ast, Device[device].renderer, opts)
+        np.testing.assert_array_equal(run_plan(t * 3 - 1, opts, device), x * 3 - 1)
+    if device == "CPU":
+        assert re.search(r"\? \(\*\(const float8_u\*\)&data1\[", program.src)  # a gated vector load
+        assert program.threads == 3

@@ -4,8 +4,8 @@ A renderer says how many lanes it can give an op (`max_lanes(op, dtype)`: for th
 int32 lanes, 4 float64 or int64 lanes, the AVX2 width of this machine; 1 for ops it only has as scalar code).
 Each vector node becomes a list of chunks of at most that many lanes (a power of two that divides the width):
 
-- a LOAD or STORE through addresses `i, i+1, ..., i+w-1` with no gate is one vector access at `i`; other
-  addresses are read or written lane by lane (a gather, a scatter);
+- a LOAD or STORE through addresses `i, i+1, ..., i+w-1` with no gate, or one gate for all of them, is one
+  vector access at `i`; other addresses are read or written lane by lane (a gather, a scatter);
 - a REDUCE keeps one accumulator per chunk;
 - an operand's lanes are taken from the chunks that hold them (the chunk itself, a GEP, or a VECTORIZE of
   single lanes).
@@ -118,7 +118,8 @@ class _Devectorizer:
 
     def accesses(self, op: Ops, index: UOp, dt: DType) -> list[tuple[int, int, list[UOp]]]:
         """The chunks of a LOAD or STORE of `dt` through `index`: (first lane, lanes, addresses), with one address
-        for a vector access (contiguous and ungated) and one per lane otherwise."""
+        for a vector access (contiguous, and ungated or with one gate for all its lanes) and one per lane
+        otherwise."""
         width = dt.count
         addresses, gates = self._addresses(index, width)
         ptr = index.src[0]
@@ -126,8 +127,10 @@ class _Devectorizer:
         out = []
         for start in range(0, width, w):
             addr = addresses[start : start + w]
-            if gates is None and w > 1 and _contiguous(addr):
-                out.append((start, w, [ptr.index(addr[0])]))
+            gate = None if gates is None else gates[start]
+            uniform = gates is None or all(g is gate for g in gates[start : start + w])
+            if uniform and w > 1 and _contiguous(addr):
+                out.append((start, w, [ptr.index(addr[0], gate)]))
             else:
                 lanes = range(start, start + w)
                 out.append((start, w, [ptr.index(addresses[k], None if gates is None else gates[k]) for k in lanes]))
@@ -137,7 +140,16 @@ class _Devectorizer:
         out = []
         for start, w, targets in self.accesses(Ops.LOAD, u.src[0], u.dtype):
             if len(targets) == 1 and w > 1:
-                out.append(targets[0].load(dtype=u.dtype.scalar().vec(w)))
+                alt = (
+                    ()
+                    if len(targets[0].src) == 2
+                    else (
+                        self.get(u.src[1], start, w)
+                        if u.src[1].dtype.count > 1
+                        else _broadcast(self.get(u.src[1], 0, 1), w),
+                    )
+                )
+                out.append(targets[0].load(*alt, dtype=u.dtype.scalar().vec(w)))
                 continue
             scalars = []
             for k, target in enumerate(targets, start):
@@ -155,6 +167,10 @@ class _Devectorizer:
             else:
                 stores.extend(target.store(self.get(value, k, 1)) for k, target in enumerate(targets, start))
         return stores[0] if len(stores) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(stores))
+
+
+def _broadcast(x: UOp, width: int) -> UOp:
+    return UOp(Ops.VECTORIZE, x.dtype.vec(width), (x,) * width)
 
 
 def devectorize(sink: UOp, max_lanes: MaxLanes) -> UOp:

@@ -19,7 +19,8 @@ The rules, in order (each applied only where its amount divides the axis):
    is the contiguous one (`x.sum(0)`), UPCAST it to 8 lanes.
 3. Elementwise kernels: UPCAST the last output axis to 8 lanes when it is contiguous.
 4. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
-   that divides evenly across `THREADS` cores.
+   that divides evenly across `THREADS` cores; when none does, the outermost loop is padded to a multiple
+   of `THREADS` first (PADTO: the extra iterations are gated off).
 """
 
 from __future__ import annotations
@@ -146,9 +147,12 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         a = _divisor(sizes[-1], (8, 4, 2))
         ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a)) if a is not None else ast
     threads = THREADS.value
-    if threads > 1 and work >= THREAD_MIN_WORK:
-        for i, r in enumerate(output_axes(ast)):
-            if r.src[0].arg % threads == 0:
-                ast = _try(ast, opts, Opt(OptOps.THREAD, i, threads))
-                break
+    if threads > 1 and work >= THREAD_MIN_WORK and (outs_now := output_axes(ast)):
+        even = next((i for i, r in enumerate(outs_now) if r.src[0].arg % threads == 0), None)
+        if even is None and outs_now[0].src[0].arg >= 2 * threads:
+            # no loop divides evenly: pad the outermost one (its gate is the same for every lane of a vector)
+            ast = _try(ast, opts, Opt(OptOps.PADTO, 0, threads))
+            even = 0
+        if even is not None:
+            ast = _try(ast, opts, Opt(OptOps.THREAD, even, threads))
     return opts
