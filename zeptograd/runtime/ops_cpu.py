@@ -102,6 +102,8 @@ class CPUDevice:
 
 
 _pools: dict[int, ThreadPoolExecutor] = {}
+# a forked child has none of its parent's threads: it makes its own pool
+os.register_at_fork(after_in_child=_pools.clear)
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
