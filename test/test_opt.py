@@ -7,8 +7,11 @@ refused with an OptError before any code is made.
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -278,3 +281,23 @@ def test_threads_on_loops_no_count_divides(device, monkeypatch):
     if device == "CPU":
         assert re.search(r"\? \(\*\(const float8_u\*\)&data1\[", program.src)  # a gated vector load
         assert program.threads == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_threaded_kernels():
+    # the parent's pool threads do not exist in a child: it must make its own (and not hang on the old one)
+    (x,) = _inputs((64, 4096), seed=11)
+    with Context(THREADS=2, NOOPT=0):
+        np.testing.assert_allclose((Tensor(x) * 2).numpy(), x * 2)  # the pool is made here
+        pid = os.fork()
+        if pid == 0:
+            ok = np.allclose((Tensor(x) * 3).numpy(), x * 3)
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung running a threaded kernel")
+    assert os.WIFEXITED(done[1]) and os.WEXITSTATUS(done[1]) == 0
