@@ -26,6 +26,7 @@ The rules, in order (each applied only where its amount divides the axis):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, reduce_axes
@@ -45,17 +46,22 @@ def _stride(idx: UOp, r: UOp) -> int | None:
     return step.arg if step.op is Ops.CONST else None
 
 
-def _reads(ast: UOp) -> list[UOp]:
-    return [u.src[0].src[1] for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+@dataclass(frozen=True)
+class _Read:
+    """A global read of the kernel: its address, the loops the address depends on, the bytes of its buffer."""
+
+    address: UOp
+    loops: frozenset[UOp]
+    nbytes: int
 
 
-def _read_buffers(ast: UOp) -> list[tuple[UOp, int]]:
-    """(address, bytes of the buffer read) of every global read."""
+def _reads(ast: UOp) -> list[_Read]:
     out = []
     for u in ast.toposort():
         if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL:
-            ptr = u.src[0].src[0].dtype
-            out.append((u.src[0].src[1], ptr.size * ptr.base.itemsize if isinstance(ptr, PtrDType) else 0))
+            address, ptr = u.src[0].src[1], u.src[0].src[0].dtype
+            loops = frozenset(x for x in address.toposort() if x.op is Ops.RANGE)
+            out.append(_Read(address, loops, ptr.size * ptr.base.itemsize if isinstance(ptr, PtrDType) else 0))
     return out
 
 
@@ -77,7 +83,7 @@ def _divisor(size: int, choices: tuple[int, ...]) -> int | None:
     return next((c for c in choices if size % c == 0 and size >= c), None)
 
 
-def _matmul_axes(ast: UOp, outs: list[UOp], reads: list[UOp], out_index: UOp) -> tuple[int, int] | None:
+def _matmul_axes(outs: list[UOp], reads: list[_Read], out_index: UOp) -> tuple[int, int] | None:
     """(m, n): output axes such that one read ignores m and another ignores n, n contiguous in the output."""
     if len(outs) < 2 or len(reads) < 2:
         return None
@@ -88,21 +94,21 @@ def _matmul_axes(ast: UOp, outs: list[UOp], reads: list[UOp], out_index: UOp) ->
             rm = outs[m]
             if m == n:
                 continue
-            ignores_m = any(rm not in set(x.toposort()) and rn in set(x.toposort()) for x in reads)
-            ignores_n = any(rn not in set(x.toposort()) and rm in set(x.toposort()) for x in reads)
+            ignores_m = any(rm not in x.loops and rn in x.loops for x in reads)
+            ignores_n = any(rn not in x.loops and rm in x.loops for x in reads)
             if ignores_m and ignores_n:
                 return m, n
     return None
 
 
-def _second_row_axis(outs: list[UOp], reads: list[UOp], rm: UOp, rn: UOp) -> UOp | None:
+def _second_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> UOp | None:
     """An output axis besides m and n, of even size, that the operand ignoring n ignores too: upcasting it by 2
     halves the broadcasts per FMA (a convolution's output rows: 4 channels x 2 rows x 8 columns)."""
-    a_reads = [x for x in reads if rn not in set(x.toposort()) and rm in set(x.toposort())]
+    a_reads = [x for x in reads if rn not in x.loops and rm in x.loops]
     for r in reversed(outs):  # the innermost such axis: its two rows are nearest in memory
         if r is rm or r is rn or r.src[0].arg % 2:
             continue
-        if a_reads and all(r not in set(x.toposort()) for x in a_reads):
+        if a_reads and all(r not in x.loops for x in a_reads):
             return r
     return None
 
@@ -116,7 +122,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         return opts
     sizes = [r.src[0].arg for r in outs]
     work = math.prod(sizes) * math.prod(r.src[0].arg for r in reds)
-    mm = _matmul_axes(ast, outs, reads, out_index) if reds else None
+    mm = _matmul_axes(outs, reads, out_index) if reds else None
     if mm is not None:
         m, n = mm
         rm, rn = outs[m], outs[n]
@@ -134,15 +140,15 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, n, an))
         # when the operand that ignores m (B) is too big for the caches, walk its column tiles in the outer
         # loop instead: one tile of B stays in L2 while the rows of A stream past it (2048: 155 -> 185 GFLOP/s)
-        b_bytes = max((nbytes for x, nbytes in _read_buffers(ast) if rm not in set(x.toposort())), default=0)
+        b_bytes = max((x.nbytes for x in reads if rm not in x.loops), default=0)
         loops = {r.arg: i for i, r in enumerate(output_axes(ast))}
         if b_bytes > SWAP_MIN_BYTES and rm.arg in loops and rn.arg in loops and loops[rm.arg] < loops[rn.arg]:
             ast = _try(ast, opts, Opt(OptOps.SWAP, loops[rm.arg], loops[rn.arg]))
-    elif reds and any(_stride(x, reds[-1]) == 1 for x in reads):
+    elif reds and any(_stride(x.address, reds[-1]) == 1 for x in reads):
         # a reduction along contiguous memory: vector accumulators over the reduce axis
         if (a := _divisor(reds[-1].src[0].arg, (32, 16, 8, 4))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
-    elif outs and any(_stride(x, outs[-1]) == 1 for x in reads) and _stride(out_index, outs[-1]) == 1:
+    elif outs and any(_stride(x.address, outs[-1]) == 1 for x in reads) and _stride(out_index, outs[-1]) == 1:
         # vector loads and stores along the contiguous output axis
         a = _divisor(sizes[-1], (8, 4, 2))
         ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a)) if a is not None else ast
