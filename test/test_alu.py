@@ -107,6 +107,15 @@ def test_shifts_and_where():
     assert exec_alu(Ops.MULACC, dtypes.uint8, (16, 16, 1)) == 1
 
 
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64])
+def test_fused_multiply_add_that_overflows(dt: DType):
+    # a*b + c beyond the largest float: +-inf, as IEEE's fma gives (math.fma is 3.13+; the exact value decides)
+    big = float(np.finfo(np.float32 if dt is dtypes.float32 else np.float64).max)
+    for a, b, c in ((big, 4.0, -1.0), (-big, 4.0, 1.0), (big, -4.0, -big)):
+        want = math.inf if a * b > 0 else -math.inf
+        assert exec_alu(Ops.MULACC, dt, (a, b, c)) == want
+
+
 def test_undefined_and_bad_ops():
     assert exec_alu(Ops.SQRT, dtypes.int32, (4,)) is None
     assert exec_alu(Ops.IDIV, dtypes.float32, (1.0, 2.0)) is None

@@ -242,3 +242,28 @@ def test_no_transcendental_ops_or_libm_calls_are_left():
     src = get_program(item.ast, Device["CPU"].renderer).src
     assert not re.search(r"\b(exp2|log2|sin)f?\(", src)  # no libm call
     assert "sqrtf(" in src or "__builtin_ia32_sqrtps" in src  # sqrt: one instruction, scalar or vector
+
+
+@no_roundtrip
+@pytest.mark.parametrize("op", ["sin", "cos", "tan"])
+@pytest.mark.parametrize("where", [None, 0, 7, 8, 1000, 4095])
+def test_sin_branches_per_vector(op: str, where: int | None):
+    """sin reduces |x| < 1600 the short way; larger arguments are computed in a branch that runs only for the
+    vectors where some lane needs it (lowering.rare_to_branch). One large, inf or nan argument at a time, at a
+    vector's first or last lane, among small ones: every lane must still be right."""
+    x = np.random.default_rng(9).uniform(-20, 20, 4096).astype(np.float32)
+    specials = {0: np.float32(3e4), 7: np.float32(-5e6), 8: np.float32(np.inf), 1000: np.float32(np.nan)}
+    if where is not None:
+        x[where] = specials.get(where, np.float32(1.5e20))
+    got = getattr(Tensor(x), op)().numpy()
+    if op == "tan":  # tan = sin/cos: its own bound is relative
+        np.testing.assert_allclose(got, np.tan(x.astype(np.float64)), rtol=1e-5)
+    else:
+        assert max_ulp(got, ref64(getattr(np, op), x)) <= 2
+
+
+def test_sin_takes_a_branch_for_large_arguments():
+    x = Tensor(np.linspace(-3, 3, 64, dtype=np.float32)).realize()
+    (item,) = create_schedule([x.sin().uop], ["CPU"])[0]
+    program = full_rewrite(item.ast, Device["CPU"].renderer)
+    assert sum(u.op is Ops.IF for u in program) == 2  # |x| >= 1600, and within it |x| > 2**20

@@ -11,8 +11,8 @@ passes when SPEC=1):
 3. `expand`: upcast and unrolled lanes become vector dtypes (VECTORIZE / GEP; expander.py).
 4. `devectorize`: vectors narrowed to what the target renders, contiguous accesses as vector LOAD/STORE
    (devectorizer.py).
-5. `accumulators`: REDUCE -> DEFINE_REG accumulator read through AFTER; then `x*y+z` becomes a fused
-   multiply-add (MULACC) unless NOOPT.
+5. `accumulators`: REDUCE -> DEFINE_REG accumulator read through AFTER, and a WHERE marked RARE -> a register
+   and an IF on "any lane" (lowering.py); then `x*y+z` becomes a fused multiply-add (MULACC) unless NOOPT.
 6. `gated stores`: STORE through a gated INDEX -> IF / STORE / ENDIF.
 7. `commit index dtype`: `index` -> int32 or int64, from the value ranges.
 8. `linearize`: the graph -> an ordered program.

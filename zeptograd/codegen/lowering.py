@@ -3,6 +3,8 @@
 - `reduce_to_accumulator`: REDUCE becomes a DEFINE_REG accumulator: set to the identity before the loop,
   updated inside it through an AFTER that orders each read after the initialisation, and read after the
   loop's END through another AFTER.
+- `rare_branches`: `WHERE(c, a, b)` marked RARE (c is rarely true, `a` is expensive) computes `a` only when some
+  lane of c is true: b goes to a register, and IF(any lane of c) the register takes `where(c, a, b)`.
 - `gated_stores`: a gated STORE becomes IF / STORE / ENDIF, so the store itself is unconditional.
 - `commit_index_dtype`: the unbounded `index` dtype becomes int32 where every index value of the kernel
   fits, else int64 (a walk over the graph, see its docstring).
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from zeptograd.dtype import AddrSpace, DType, dtypes
@@ -64,7 +67,47 @@ def reduce_to_accumulator(ctx: AccumulatorContext, r: UOp) -> UOp:
     return acc.after(end).index(zero).load()
 
 
-accumulators = PatternMatcher([(UPat(Ops.REDUCE, name="r"), reduce_to_accumulator, "REDUCE -> DEFINE_REG accumulator")])
+# the arg of a WHERE whose condition is rarely true and whose true branch is expensive to compute
+RARE = "rare"
+
+
+def _any_lane(cond: UOp) -> UOp:
+    """A scalar bool: is any lane of `cond` true?"""
+    lanes = [cond.gep(i) for i in range(cond.dtype.count)] if cond.dtype.count > 1 else [cond]
+    return functools.reduce(lambda a, b: a.alu(Ops.OR, b), lanes)
+
+
+def rare_to_branch(ctx: AccumulatorContext, w: UOp) -> UOp:
+    """WHERE(c, a, b) marked RARE -> reg = b; IF(any(c)) reg = where(c, a, reg) ENDIF; reg. The work only `a`
+    needs moves inside the IF: each of its sources that is computed anyway (for c or b) is read through an
+    AFTER the IF, so everything built on it sits inside the conditional block."""
+    cond, rare, common = w.src
+    reg = UOp(Ops.DEFINE_REG, w.dtype.ptr(1, AddrSpace.REG), (), ctx.count)
+    ctx.count += 1
+    zero = UOp.const(dtypes.index, 0)
+    init = reg.index(zero).store(common)
+    branch = UOp(Ops.IF, dtypes.void, (_any_lane(cond), init))
+    computed = set(cond.toposort()) | set(common.toposort())
+    frontier = {
+        s: s.after(branch)
+        for u in rare.toposort(gate=lambda n: n not in computed)
+        for s in u.src
+        if s in computed and s.op is not Ops.CONST
+    }
+    if rare in computed:
+        frontier[rare] = rare.after(branch)
+    inside = reg.after(branch).index(zero)
+    update = inside.store(cond.where(rare.substitute(frontier), inside.load()))
+    return reg.after(UOp(Ops.ENDIF, dtypes.void, (branch, update))).index(zero).load()
+
+
+accumulators = PatternMatcher(
+    [
+        (UPat(Ops.REDUCE, name="r"), reduce_to_accumulator, "REDUCE -> DEFINE_REG accumulator"),
+        # WHERE(c, a, b) rarely c -> reg = b; IF(any(c)) reg = where(c, a, reg) ENDIF
+        (UPat(Ops.WHERE, arg=RARE, name="w"), rare_to_branch, "rare WHERE -> branch over the lanes"),
+    ]
+)
 
 
 def _ungated_load(index: UOp) -> UOp:

@@ -23,8 +23,10 @@ float64; test/test_transcendental.py holds them to 2 ulp.
   float32 only) while |x| < 2**20, float64 while |k| < 2**30 (|x| < 1.6e9). Beyond, float32 uses
   `_reduce_payne_hanek_f32` (the mantissa times a window of the bits of 2/pi in 64-bit integers: exact for
   any |x|; a target without 64-bit integers needs a 32-bit version of it), float64 a documented fallback
-  (rounded products, r clamped: a value in [-1, 1], not an accurate sine). Both paths are computed and
-  one is selected: there are no branches, so it vectorizes.
+  (rounded products, r clamped: a value in [-1, 1], not an accurate sine). The common case, |x| < 1600
+  (|k| < 2**10), drops k's high part and costs half the operations. The longer reductions are computed only
+  for the vectors where some lane needs them: a WHERE marked RARE, which `lowering.rare_to_branch` turns into
+  a branch on "any lane" (every lane of a vector still takes the same instructions, so it vectorizes).
 
 The polynomials: the float32 ones are fits made for this module (relative-error least squares on Chebyshev
 nodes, reweighted towards minimax (Lawson), each coefficient rounded to float32 in turn and the rest refitted
@@ -38,6 +40,7 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
+from zeptograd.codegen.lowering import RARE
 from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
@@ -234,6 +237,27 @@ def xlog2(x: UOp) -> UOp:
     return (x == 0.0).where(x.const_like(-math.inf), y)
 
 
+def _reduce_cody_waite_small(x: UOp, fmt: _Format, small: UOp) -> tuple[UOp, UOp, UOp]:
+    """`_reduce_cody_waite` where `small` says |k| < 2**k_split (float32: |x| < 1600): k_hi is 0, so its products
+    drop out. Other lanes (nan, inf, large) get k = 0: their results are not used, and a NaN cast to int is
+    undefined in C."""
+    k = small.where(_floor(x * fmt.two_over_pi + 0.5), x.const_like(0.0))
+    p = fmt.half_pi
+    s = _sub(x, k * p[0])  # exact, as in `_reduce_cody_waite`
+    err = x.const_like(0.0)
+    for part in p[1:]:
+        s, e = _two_sum(s, k * -part)
+        err = err + e
+    r_hi = s + err
+    r_lo = _sub(err, _sub(r_hi, s))
+    return _quadrant(k, fmt), r_hi, r_lo
+
+
+def _quadrant(k: UOp, fmt: _Format) -> UOp:
+    """k mod 4 as an int, for any float k: k - 4*trunc(k/4) is exact (a float beyond 2**55 is a multiple of 8)."""
+    return _sub(k, (k * 0.25).trunc() * 4.0).cast(fmt.bits.vec(k.dtype.count)) & 3
+
+
 def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
     """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (an int), |r| <= pi/4 (a little more where
     x*2/pi rounds), for |k| < 2**k_bits. k is split into k_hi (a multiple of 2**k_split) and k_lo (|k_lo| <
@@ -266,9 +290,7 @@ def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
     for part in p:
         r_far = _sub(r_far, k_far * part)
     r_far = (r_far < -1.0).where(r_far.const_like(-1.0), (r_far > 1.0).where(r_far.const_like(1.0), r_far))
-    # k mod 4 for any float k: k - 4*trunc(k/4) is exact (a float beyond 2**55 is a multiple of 8)
-    k = inside.where(k, k_far)
-    q = _sub(k, (k * 0.25).trunc() * 4.0).cast(fmt.bits.vec(x.dtype.count)) & 3
+    q = _quadrant(inside.where(k, k_far), fmt)
     return q, inside.where(r_hi, r_far), inside.where(r_lo, x.const_like(0.0))
 
 
@@ -331,23 +353,35 @@ def _reduce_payne_hanek_f32(x: UOp) -> tuple[UOp, UOp, UOp]:
     return q, negative.where(-r_hi, r_hi), negative.where(-r_lo, r_lo)
 
 
-def xsin(x: UOp, quadrant: int = 0) -> UOp:
-    """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1."""
-    fmt = FORMATS[x.dtype.scalar()]
-    q, r, r_lo = _reduce_cody_waite(x, fmt)
-    if fmt is F32:  # beyond 2**20 (where Cody-Waite's k would need more bits): Payne-Hanek
-        near = x * x < 2.0**40
-        q_far, r_far, r_lo_far = _reduce_payne_hanek_f32(x)
-        q, r, r_lo = near.where(q, q_far), near.where(r, r_far), near.where(r_lo, r_lo_far)
+def _sin_reduced(q: UOp, r: UOp, r_lo: UOp, quadrant: int) -> UOp:
+    """sin(k*pi/2 + r + r_lo + quadrant*pi/2) from q = k mod 4 and the reduced argument (r, r_lo)."""
+    fmt = FORMATS[r.dtype.scalar()]
     z = r * r
     # sin(r + r_lo) = sin(r) + r_lo*cos(r), cos(r) ~ 1 - z/2 at this size
     sin_r = r + (r * z * _poly(z, _SIN[fmt.dt]) + r_lo * (1.0 - z * 0.5))
     # cos(r + r_lo) = cos(r) - r_lo*sin(r); 1 - z/2 rounded, its rounding error added back
     hz = z * 0.5
     w = 1.0 - hz
-    cos_r = w + ((_sub(_sub(x.const_like(1.0), w), hz)) + _sub(z * z * _poly(z, _COS[fmt.dt]), r * r_lo))
+    cos_r = w + ((_sub(_sub(r.const_like(1.0), w), hz)) + _sub(z * z * _poly(z, _COS[fmt.dt]), r * r_lo))
     q = (q + quadrant) & 3
-    ret = (q == 0).where(sin_r, (q == 1).where(cos_r, (q == 2).where(-sin_r, -cos_r)))
+    return (q == 0).where(sin_r, (q == 1).where(cos_r, (q == 2).where(-sin_r, -cos_r)))
+
+
+def _rarely(cond: UOp, rare: UOp, common: UOp) -> UOp:
+    """where(cond, rare, common), where cond is rarely true: `rare` is only computed when some lane needs it."""
+    return UOp(Ops.WHERE, common.dtype, (cond, rare, common), RARE)
+
+
+def xsin(x: UOp, quadrant: int = 0) -> UOp:
+    """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1."""
+    fmt = FORMATS[x.dtype.scalar()]
+    ret = _sin_reduced(*_reduce_cody_waite(x, fmt), quadrant)
+    if fmt is F32:  # beyond 2**20 (where Cody-Waite's k would need more bits, and inf): Payne-Hanek
+        ret = _rarely(x * x > 2.0**40, _sin_reduced(*_reduce_payne_hanek_f32(x), quadrant), ret)
+    # the common case, |k| < 2**k_split, reduces in half the operations; larger arguments (and nan) take the branch
+    bound = 2.0**fmt.k_split * 0.99 / fmt.two_over_pi
+    small = x * x < bound * bound
+    ret = _rarely(small.logical_not(), ret, _sin_reduced(*_reduce_cody_waite_small(x, fmt, small), quadrant))
     if quadrant == 0:
         tiny = 2.0 ** (-(fmt.mant + 3) // 2)  # sin(x) rounds to x: x**3/6 is below half an ulp of x
         ret = (x * x < tiny * tiny).where(x, ret)  # keeps the sign of 0 and the denormals exact

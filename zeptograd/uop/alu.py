@@ -110,7 +110,7 @@ def fused_multiply_add(a: float, b: float, c: float, dtype: DType) -> float:
     try:
         wide = float(exact)  # int / int in Python rounds correctly
     except OverflowError:
-        return math.copysign(math.inf, exact)
+        return math.inf if exact > 0 else -math.inf  # (copysign would convert `exact` to float, and overflow)
     if dtype.itemsize == 8:
         return wide
     near = truncate(wide, dtype)

@@ -270,6 +270,12 @@ def check_special(s: UOp) -> Verdict:
     return True
 
 
+def check_if(i: UOp) -> Verdict:
+    if not i.src or i.src[0].dtype is not dtypes.bool or i.src[0].dtype.count != 1:
+        return "IF takes a scalar bool condition"
+    return True
+
+
 kernel_spec = shared_spec + PatternMatcher(
     [
         (UPat(Ops.DEFINE_GLOBAL, name="d"), _pointer(AddrSpace.GLOBAL), "DEFINE_GLOBAL"),
@@ -284,6 +290,9 @@ kernel_spec = shared_spec + PatternMatcher(
         (UPat(Ops.END, name="e"), check_end, "END"),
         (UPat(Ops.VECTORIZE, name="v"), check_vectorize, "VECTORIZE"),
         (UPat(Ops.GEP, name="g"), check_gep, "GEP"),
+        # a conditional block: made by the codegen passes (a rare WHERE, a gated STORE)
+        (UPat(Ops.IF, dtypes.void, name="i"), check_if, "IF"),
+        (UPat(Ops.ENDIF, dtypes.void, src=(UPat(Ops.IF), UPat(Ops.STORE))), lambda: True, "ENDIF"),
     ]
 )
 
@@ -295,19 +304,11 @@ def check_linear_store(st: UOp) -> Verdict | None:
     return None  # the shared unified STORE rule decides
 
 
-def check_if(i: UOp) -> Verdict:
-    if not i.src or i.src[0].dtype is not dtypes.bool:
-        return "IF takes a bool condition"
-    return True
-
-
 program_spec = (
     PatternMatcher(
         [
             (UPat(Ops.STORE, name="st"), check_linear_store, "no gated STORE"),
             (UPat(Ops.REDUCE), lambda: "REDUCE is lowered to a DEFINE_REG accumulator before the program is linear"),
-            (UPat(Ops.IF, dtypes.void, name="i"), check_if, "IF"),
-            (UPat(Ops.ENDIF, dtypes.void, src=(UPat(Ops.IF), UPat(Ops.STORE))), lambda: True, "ENDIF"),
             (UPat(Ops.BARRIER, dtypes.void), lambda: True, "BARRIER"),
             (UPat(Ops.WMMA), lambda: True, "WMMA"),
         ]
