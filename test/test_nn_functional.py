@@ -119,6 +119,38 @@ def test_nn_graphs_round_trip():
     )
 
 
+# inputs of at least PAD_COPY_MIN elements: the CPU reads a padded copy, channels-last (and a channels-last weight)
+# when the convolution is dense with at least CHANNELS_LAST_MIN channels in and out
+LARGE_CONV_CASES = [
+    ((2, 16, 48, 48), (32, 16, 3, 3), {"padding": 1}),  # channels-last
+    ((2, 16, 48, 48), (16, 16, 3, 3), {"stride": 2, "dilation": 2, "padding": (2, 1)}),
+    ((2, 16, 47, 45), (24, 16, 2, 3), {}),  # odd sizes, 24 filters (8 lanes), no padding
+    ((1, 16, 4100), (16, 16, 5), {"padding": 2}),  # conv1d
+    ((1, 16, 10, 20, 24), (16, 16, 3, 1, 2), {"padding": (1, 0, 1)}),  # conv3d
+    ((2, 8, 64, 64), (16, 8, 3, 3), {"padding": 1}),  # few input channels: a plain padded copy
+    ((2, 16, 48, 48), (32, 8, 3, 3), {"padding": 1, "groups": 2}),  # grouped: a plain padded copy
+]
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("xs,ws,kw", LARGE_CONV_CASES)
+def test_large_conv_against_torch(xs, ws, kw):
+    x, w, b = _randn(xs, 20), _randn(ws, 21) / math.sqrt(math.prod(ws[1:])), _randn(ws[:1], 22)
+    tconv = TORCH_CONV[len(xs) - 2]
+    _against_torch(lambda x, w, b: x.conv2d(w, b, **kw), lambda x, w, b: tconv(x, w, b, **kw), [x, w, b], atol=2e-4)
+
+
+def test_large_conv_reads_channels_last_copies():
+    x, w = Tensor(_randn((2, 16, 48, 48), 23)), Tensor(_randn((32, 16, 3, 3), 24))
+    out = x.conv2d(w, padding=1)
+    GlobalCounters.reset()
+    out.realize()
+    assert GlobalCounters.kernel_count == 3  # the input's padded copy, the weight's copy, the convolution
+    np.testing.assert_allclose(
+        out.numpy(), F.conv2d(torch.tensor(x.numpy()), torch.tensor(w.numpy()), padding=1).numpy(), atol=1e-4
+    )
+
+
 @pytest.mark.no_roundtrip
 def test_conv2d_no_bias_flat_padding_and_unbatched():
     x, w = _randn((2, 3, 7, 6), 3), _randn((4, 3, 3, 2), 4)

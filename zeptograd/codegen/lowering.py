@@ -110,8 +110,8 @@ accumulators = PatternMatcher(
 )
 
 
-def _ungated_load(index: UOp) -> UOp:
-    return index.src[0].index(index.src[1]).load()
+def _ungated_load(index: UOp, ld: UOp) -> UOp:
+    return index.src[0].index(index.src[1]).load(dtype=ld.dtype)  # a vector load stays one
 
 
 # a gate the value ranges decided: once simplification folds it to a constant, the gate goes
@@ -119,8 +119,8 @@ constant_gates = PatternMatcher(
     [
         # LOAD(INDEX(p, i, true), alt) -> LOAD(INDEX(p, i))
         (
-            UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.cvar("g")), name="i"), UPat())),
-            lambda i, g: _ungated_load(i) if g.arg is True else None,
+            UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.cvar("g")), name="i"), UPat()), name="ld"),
+            lambda i, g, ld: _ungated_load(i, ld) if g.arg is True else None,
             "load with an always-true gate -> plain load",
         ),
         # LOAD(INDEX(p, i, false), alt) -> alt

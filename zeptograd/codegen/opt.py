@@ -27,7 +27,7 @@ wrong kernel.
 from __future__ import annotations
 
 from zeptograd.codegen.lowering import identity_element
-from zeptograd.dtype import dtypes
+from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
@@ -120,13 +120,24 @@ def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
     return _rebuild(ast, r, core * (size // amount) + inner, (inner,))
 
 
+def _in_bounds(index: UOp) -> bool:
+    """Does INDEX(buffer, i) stay inside its buffer for every value the loops can give i?"""
+    buf = index.src[0].dtype
+    return isinstance(buf, PtrDType) and index.src[1].vmin >= 0 and index.src[1].vmax < buf.size
+
+
 def _gate_reads(ast: UOp, loop: UOp, valid: UOp) -> UOp:
-    """Every global read and write whose address depends on `loop` gated by `valid` as well."""
+    """Every global write whose address depends on `loop` gated by `valid` as well, and every such read that could
+    leave its buffer. A read that stays inside needs no gate: the padded iterations' values are never stored
+    (their stores are gated) and never reduced (a padded reduce iteration adds the identity instead)."""
+    stored = {u.src[0] for u in ast.toposort() if u.op is Ops.STORE}
     done: dict[UOp, UOp] = {}
     for u in ast.toposort():
         src = tuple(done[s] for s in u.src)
         new = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
-        if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and loop in set(u.src[1].toposort()):
+        if u.op is Ops.INDEX and u not in stored and _in_bounds(new):
+            pass
+        elif u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and loop in set(u.src[1].toposort()):
             gate = valid if len(new.src) == 2 else new.src[2] & valid
             new = new.src[0].index(new.src[1], gate)
         elif u.op is Ops.LOAD and len(new.src) == 1 and len(new.src[0].src) == 3:
