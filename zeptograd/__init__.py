@@ -10,7 +10,7 @@ fused kernels (`schedule`), generate code for each (`codegen`, `renderer`) and r
 """
 
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes, least_upper_dtype, result_type, to_dtype
-from zeptograd.helpers import Context, GlobalCounters
+from zeptograd.helpers import ArgumentError, Context, DTypeError, GlobalCounters
 from zeptograd.runtime.device import Device
 from zeptograd.tensor import Tensor
 from zeptograd.uop import Ops, PatternMatcher, UOp, UPat, graph_rewrite
@@ -18,8 +18,10 @@ from zeptograd.uop import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 __version__ = "0.1.0"
 __all__ = [
     "AddrSpace",
+    "ArgumentError",
     "Context",
     "DType",
+    "DTypeError",
     "Device",
     "GlobalCounters",
     "Ops",

@@ -15,6 +15,20 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 
+class ArgumentError(RuntimeError, ValueError):
+    """A shape, axis or value an op cannot take. A RuntimeError, as PyTorch raises for these (so code written for
+    it catches it), and a ValueError, as numpy and Python code expect.
+
+    >>> issubclass(ArgumentError, RuntimeError) and issubclass(ArgumentError, ValueError)
+    True
+    """
+
+
+class DTypeError(NotImplementedError, TypeError):
+    """An op that is not defined for its operands' dtype (`<<` on floats): a NotImplementedError (a RuntimeError)
+    as PyTorch raises, and a TypeError as Python expects."""
+
+
 def getenv(key: str, default: int = 0) -> int:
     """An integer environment variable (`DEBUG=2`), or `default` when unset or empty."""
     raw = os.environ.get(key, "")

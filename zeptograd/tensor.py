@@ -18,7 +18,7 @@ import numpy as np
 from zeptograd.dtype import DType, category, dtypes, least_upper_dtype, result_type
 from zeptograd.engine.realize import live_tensors, realize
 from zeptograd.gradient import compute_gradient
-from zeptograd.helpers import TRAINING
+from zeptograd.helpers import TRAINING, ArgumentError
 from zeptograd.mixin.args import Scalar, axis_arg, shape_arg, tensor_dtype
 from zeptograd.mixin.creation import CreationMixin
 from zeptograd.mixin.elementwise import ElementwiseMixin
@@ -175,7 +175,7 @@ class Tensor(
                 try:
                     arr = np.array(items)
                 except ValueError as e:
-                    raise ValueError(f"Tensor: the nested sequence is ragged ({e})") from None
+                    raise ArgumentError(f"Tensor: the nested sequence is ragged ({e})") from None
                 except OverflowError:
                     raise RuntimeError("Tensor: an int in the data does not fit in 64 bits") from None
                 # Python values get the default dtypes; numpy scalars and tensors inside keep theirs, as in torch
@@ -278,7 +278,7 @@ class Tensor(
         """
         shape = shape_arg((shape,) if isinstance(shape, int) else tuple(shape), _op)
         if any(s < 0 for s in shape):
-            raise ValueError(f"{_op}: negative size in shape {shape}")
+            raise ArgumentError(f"{_op}: negative size in shape {shape}")
         dt = _scalar_dtype(fill_value, dtype, _op)
         return Tensor(UOp.const(dt, fill_value), device=_device(device, _op))._broadcast_to(shape)
 
@@ -305,7 +305,7 @@ class Tensor(
         """An uninitialised tensor (its buffer's contents are whatever the memory held)."""
         shape = shape_arg(shape, "empty")
         if any(s < 0 for s in shape):
-            raise ValueError(f"empty: negative size in shape {shape}")
+            raise ArgumentError(f"empty: negative size in shape {shape}")
         dt = tensor_dtype(dtype, "empty") if dtype is not None else dtypes.default_float
         dev = _device(device, "empty")
         return Tensor(view_of(new_buffer(dev, prod(shape), dt), shape), device=dev)
@@ -326,7 +326,7 @@ class Tensor(
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange: step must not be zero")
+            raise ArgumentError("arange: step must not be zero")
         dt = tensor_dtype(dtype, "arange") if dtype is not None else _py_dtype([start, stop, step], "arange")
         return Tensor(np.arange(start, stop, step).astype(np_dtype(dt)), dt, device)
 
@@ -359,7 +359,7 @@ class Tensor(
     def item(self) -> Scalar:
         """The value of a one-element tensor as a Python scalar."""
         if self.numel() != 1:
-            raise ValueError(f"item: a tensor of shape {self.shape} has {self.numel()} elements, not 1")
+            raise ArgumentError(f"item: a tensor of shape {self.shape} has {self.numel()} elements, not 1")
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
@@ -406,7 +406,7 @@ class Tensor(
         if x.device != self.device:
             raise RuntimeError(f"assign: the value is on {x.device}, the tensor on {self.device}")
         if x.shape != self.shape:
-            raise ValueError(f"assign: the value's shape {x.shape} does not match the tensor's shape {self.shape}")
+            raise ArgumentError(f"assign: the value's shape {x.shape} does not match the tensor's shape {self.shape}")
         if x.dtype is not self.dtype:
             raise TypeError(f"assign: the value's dtype {x.dtype!r} does not match the tensor's dtype {self.dtype!r}")
         if buffer_of(self.uop) is None:
@@ -451,7 +451,7 @@ class Tensor(
         if not isinstance(gradient, Tensor):
             raise TypeError(f"{op}: gradient must be a Tensor, got {type(gradient).__name__}")
         if gradient.shape != self.shape:
-            raise ValueError(f"{op}: gradient has shape {gradient.shape}, the loss has shape {self.shape}")
+            raise ArgumentError(f"{op}: gradient has shape {gradient.shape}, the loss has shape {self.shape}")
         return gradient.cast(self.dtype)
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
@@ -521,7 +521,7 @@ class Tensor(
             big = {s for s in sizes if s != 1}
             if len(big) > 1:
                 shown = " and ".join(str(s) for s in shapes)
-                raise ValueError(f"{op}: shapes {shown} cannot be broadcast together")
+                raise ArgumentError(f"{op}: shapes {shown} cannot be broadcast together")
             out.append(big.pop() if big else 1)
         return tuple(out)
 
@@ -575,7 +575,7 @@ class Tensor(
                 )
             out.append(a % self.ndim if self.ndim else 0)
         if len(set(out)) != len(out):
-            raise ValueError(f"{op}: axis {axis} repeats an axis")
+            raise ArgumentError(f"{op}: axis {axis} repeats an axis")
         return tuple(sorted(set(out))) if self.ndim else ()
 
     def _reduce(self, op: Ops, axis: Any, keepdim: bool, name: str, acc_dtype: DType) -> Tensor:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes
+from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import Scalar, compute_dtype, shape_arg, tensor_dtype
 from zeptograd.uop.shape import prod
 
@@ -37,7 +38,7 @@ _MANTISSA = {dtypes.float16: 10, dtypes.bfloat16: 7, dtypes.float32: 23, dtypes.
 def _sizes(shape: tuple, op: str) -> tuple[int, ...]:
     out = shape_arg(shape, op)
     if any(s < 0 for s in out):
-        raise ValueError(f"{op}: negative size in shape {out}")
+        raise ArgumentError(f"{op}: negative size in shape {out}")
     return out
 
 
@@ -86,7 +87,7 @@ class CreationMixin:
         if not isinstance(steps, int) or isinstance(steps, bool):
             raise TypeError(f"linspace: steps must be an int, got {steps!r}")
         if steps < 0:
-            raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+            raise ArgumentError(f"linspace: number of steps must be non-negative, got {steps}")
         dt = tensor_dtype(dtype, "linspace") if dtype is not None else dtypes.default_float
         if steps <= 1:
             return cls.full((steps,), start, dtype=dt, device=device)
@@ -137,7 +138,7 @@ class CreationMixin:
     def _triangle(self, diagonal: int, lower: bool) -> Tensor:
         name = "tril" if lower else "triu"
         if self.ndim < 2:
-            raise ValueError(f"{name}: needs a tensor of at least 2 dimensions, got shape {self.shape}")
+            raise ArgumentError(f"{name}: needs a tensor of at least 2 dimensions, got shape {self.shape}")
         if not isinstance(diagonal, int) or isinstance(diagonal, bool):
             raise TypeError(f"{name}: diagonal must be an int, got {diagonal!r}")
         offsets = self._diagonal_offsets(self.shape[-2], self.shape[-1], self.device)
@@ -154,7 +155,7 @@ class CreationMixin:
         ([[1, 1, 1], [2, 2, 2]], (2, 3))
         """
         if indexing not in ("ij", "xy"):
-            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+            raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
         # PyTorch's meshgrid([a, b]) passes one list (through the class, the list arrives as self)
         ts: list[Any] = list(self) if isinstance(self, (list, tuple)) else [self]
         ts += list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
@@ -162,7 +163,7 @@ class CreationMixin:
             if not isinstance(t, CreationMixin):
                 raise TypeError(f"meshgrid: expected tensors, got {type(t).__name__}")
             if t.ndim > 1:
-                raise ValueError(f"meshgrid: expects 0-d or 1-d tensors, got shape {t.shape}")
+                raise ArgumentError(f"meshgrid: expects 0-d or 1-d tensors, got shape {t.shape}")
             if t.device != ts[0].device:
                 raise RuntimeError(f"meshgrid: tensors on different devices ({ts[0].device} and {t.device})")
         sizes = [t.numel() for t in ts]
@@ -269,7 +270,7 @@ class CreationMixin:
         uses the same compiled kernel."""
         n = prod(shape)
         if n >= 1 << 32:
-            raise ValueError(f"random: shape {shape} has more than 2**32 elements")
+            raise ArgumentError(f"random: shape {shape} has more than 2**32 elements")
         call = CreationMixin._rng_counter
         CreationMixin._rng_counter += 1
         seed = CreationMixin._seed
@@ -341,11 +342,11 @@ class CreationMixin:
         if not (isinstance(low, int) and isinstance(high, int)) or isinstance(low, bool) or isinstance(high, bool):
             raise TypeError(f"randint: low and high must be ints, got {low!r} and {high!r}")
         if low >= high:
-            raise ValueError(f"randint: low must be less than high, got low={low} and high={high}")
+            raise ArgumentError(f"randint: low must be less than high, got low={low} and high={high}")
         if low < dtypes.min(dt) or high - 1 > dtypes.max(dt):
-            raise ValueError(f"randint: [{low}, {high}) does not fit {dt!r}")
+            raise ArgumentError(f"randint: [{low}, {high}) does not fit {dt!r}")
         if high - low > 1 << 32:
-            raise ValueError(f"randint: the range [{low}, {high}) is wider than 2**32")
+            raise ArgumentError(f"randint: the range [{low}, {high}) is wider than 2**32")
         # multiply-shift maps a 32-bit word onto [0, high - low) (the bias is (high - low) / 2**32 at most)
         bits = cls._random_bits(sizes, device)[0].cast(dtypes.uint64) * (high - low)
         offset = (bits >> 32).cast(dtypes.int64)
@@ -397,7 +398,7 @@ class CreationMixin:
         True
         """
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
-            raise ValueError(f"dropout: probability has to be between 0 and 1, got {p!r}")
+            raise ArgumentError(f"dropout: probability has to be between 0 and 1, got {p!r}")
         if not type(self).training or p == 0:
             return self
         if p == 1:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from zeptograd.codegen.transcendental import xsin
 from zeptograd.dtype import DType, category, dtypes, result_type
 from zeptograd.gradient import custom_gradient
+from zeptograd.helpers import ArgumentError, DTypeError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
 from zeptograd.uop.ops import Ops, UOp
 
@@ -84,7 +85,7 @@ def _number(value: Any, op: str, what: str, nonzero: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{op}: {what} must be a number, got {value!r}")
     if nonzero and value == 0:
-        raise ValueError(f"{op}: {what} must not be 0")
+        raise ArgumentError(f"{op}: {what} must not be 0")
     return value
 
 
@@ -182,7 +183,7 @@ class ElementwiseMixin:
     def _check_dtype(self, name: str, *, floats: bool = True, bools: bool = True) -> None:
         dt = self.dtype
         if (not floats and dtypes.is_float(dt)) or (not bools and dtypes.is_bool(dt)):
-            raise TypeError(f"{name}: not supported for tensors of dtype {dt!r}")
+            raise DTypeError(f"{name}: not supported for tensors of dtype {dt!r}")
 
     def _signbit(self) -> Tensor:
         """True where the sign bit is set (for floats that includes -0.0 and negative NaNs)."""
@@ -281,7 +282,7 @@ class ElementwiseMixin:
         ([3.5, -3.5], [3, -3])
         """
         if rounding_mode not in _ROUNDING_MODES:
-            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
+            raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
         a, b = self._pair(x, "div", reverse)
         if rounding_mode == "floor":
             return a._floordiv(b, "div")
@@ -458,7 +459,9 @@ class ElementwiseMixin:
         if not dtypes.is_float(dt):
             if isinstance(scalar, int) and not isinstance(scalar, bool):
                 if scalar < 0:
-                    raise ValueError(f"pow: integers to negative integer powers are not allowed ({dt!r} ** {scalar})")
+                    raise ArgumentError(
+                        f"pow: integers to negative integer powers are not allowed ({dt!r} ** {scalar})"
+                    )
                 return base._static_int_pow(scalar)
             return base._int_pow(e)
         # the cheap exact forms numpy and PyTorch also use for these Python-scalar exponents (x ** 0.5 is sqrt:
@@ -1324,7 +1327,7 @@ class ElementwiseMixin:
         """
         min_val, max_val = _number(min_val, "hardtanh", "min_val"), _number(max_val, "hardtanh", "max_val")
         if min_val > max_val:
-            raise ValueError(f"hardtanh: min_val {min_val} is greater than max_val {max_val}")
+            raise ArgumentError(f"hardtanh: min_val {min_val} is greater than max_val {max_val}")
         return self.clamp(min_val, max_val)._with_hardtanh_grad(self, min_val, max_val)
 
     @_float_math
@@ -1338,7 +1341,7 @@ class ElementwiseMixin:
         if approximate == "none":
             return self * 0.5 * (self * (-1 / math.sqrt(2)))._erfc()  # 1 + erf(x/sqrt 2), without cancellation
         if approximate != "tanh":
-            raise ValueError(f"gelu: approximate must be 'tanh' or 'none', not {approximate!r}")
+            raise ArgumentError(f"gelu: approximate must be 'tanh' or 'none', not {approximate!r}")
         u = (self + self * self * self * 0.044715) * math.sqrt(2 / math.pi)
         return self * (u * 2)._sigmoid()
 
@@ -1428,7 +1431,7 @@ class ElementwiseMixin:
             raise TypeError(f"bitcast: cannot bitcast {self.dtype!r} to {dt!r}: bool has no defined bit pattern")
         if dt.itemsize != self.dtype.itemsize:
             sizes = f"{self.dtype.itemsize} and {dt.itemsize} bytes"
-            raise ValueError(f"bitcast: cannot bitcast {self.dtype!r} to {dt!r}: the sizes differ ({sizes})")
+            raise ArgumentError(f"bitcast: cannot bitcast {self.dtype!r} to {dt!r}: the sizes differ ({sizes})")
         return self._new(self.uop.bitcast(dt))
 
     # *** operators ***

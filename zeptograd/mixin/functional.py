@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
+from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
 
 if TYPE_CHECKING:
@@ -32,21 +33,21 @@ def _parse_einsum(formula: str, operands: Sequence[Tensor]) -> tuple[list[list[s
     where = f"einsum: formula {formula!r} with shapes {_shapes(operands)}"
     text = formula.replace(" ", "")
     if text.count("->") > 1:
-        raise ValueError(f"{where}: more than one '->'")
+        raise ArgumentError(f"{where}: more than one '->'")
     lhs, arrow, rhs = text.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise ValueError(f"{where}: the formula names {len(terms)} operands, {len(operands)} were given")
+        raise ArgumentError(f"{where}: the formula names {len(terms)} operands, {len(operands)} were given")
     for term in [*terms, rhs]:
         if term.replace("...", "").count(".") or term.count("...") > 1:
-            raise ValueError(f"{where}: '.' may only appear as one '...' per term, got {term!r}")
+            raise ArgumentError(f"{where}: '.' may only appear as one '...' per term, got {term!r}")
         if not all(c.isalpha() and c.isascii() for c in term.replace("...", "")):
-            raise ValueError(f"{where}: subscripts must be letters, got {term!r}")
+            raise ArgumentError(f"{where}: subscripts must be letters, got {term!r}")
     ell_ndims = []
     for k, (term, op) in enumerate(zip(terms, operands)):
         named = len(term.replace("...", ""))
         if ("..." in term and op.ndim < named) or ("..." not in term and op.ndim != named):
-            raise ValueError(f"{where}: operand {k} has {op.ndim} dimensions but subscripts {term!r}")
+            raise ArgumentError(f"{where}: operand {k} has {op.ndim} dimensions but subscripts {term!r}")
         ell_ndims.append(op.ndim - named if "..." in term else 0)
     n_ell = max(ell_ndims, default=0)
     ell_labels = [str(i) for i in range(n_ell)]
@@ -60,9 +61,9 @@ def _parse_einsum(formula: str, operands: Sequence[Tensor]) -> tuple[list[list[s
         seen = {c for ls in labels for c in ls}
         for c in out:
             if c not in seen:
-                raise ValueError(f"{where}: output subscript {c!r} appears in no operand")
+                raise ArgumentError(f"{where}: output subscript {c!r} appears in no operand")
             if out.count(c) > 1:
-                raise ValueError(f"{where}: output subscript {c!r} appears more than once")
+                raise ArgumentError(f"{where}: output subscript {c!r} appears more than once")
     else:
         counts: dict[str, int] = {}
         for term in terms:
@@ -124,17 +125,19 @@ class FunctionalMixin:
         if x.device != self.device:
             raise RuntimeError(f"matmul: tensors on different devices ({self.device} and {x.device})")
         if self.ndim == 0 or x.ndim == 0:
-            raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {self.shape} and {x.shape}")
+            raise ArgumentError(
+                f"matmul: both operands need at least 1 dimension, got shapes {self.shape} and {x.shape}"
+            )
         a = self.reshape(1, self.shape[0]) if self.ndim == 1 else self
         b = x.reshape(x.shape[0], 1) if x.ndim == 1 else x
         if a.shape[-1] != b.shape[-2]:
-            raise ValueError(
+            raise ArgumentError(
                 f"matmul: shapes {self.shape} and {x.shape} are not aligned ({a.shape[-1]} != {b.shape[-2]})"
             )
         try:
             self._broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
         except ValueError:
-            raise ValueError(
+            raise ArgumentError(
                 f"matmul: the batch axes of shapes {self.shape} and {x.shape} cannot be broadcast together"
             ) from None
         dt = tensor_dtype(dtype, "matmul") if dtype is not None else least_upper_dtype(a.dtype, b.dtype)
@@ -176,7 +179,7 @@ class FunctionalMixin:
         if not isinstance(formula, str):
             raise TypeError(f"einsum: the formula must be a string, got {type(formula).__name__}")
         if not operands:
-            raise ValueError(f"einsum: formula {formula!r} got no operands")
+            raise ArgumentError(f"einsum: formula {formula!r} got no operands")
         cls = type(operands[0])
         for o in operands:
             if not isinstance(o, cls) or not hasattr(o, "uop"):
@@ -193,7 +196,7 @@ class FunctionalMixin:
                 c = next(c for c in ls if ls.count(c) > 1)
                 i, j = [n for n, lc in enumerate(ls) if lc == c][:2]
                 if t.shape[i] != t.shape[j]:
-                    raise ValueError(
+                    raise ArgumentError(
                         f"{where}: subscript {c!r} repeats in operand {k} over sizes {t.shape[i]} != {t.shape[j]}"
                     )
                 t, ls = t.diagonal(0, i, j), [lc for n, lc in enumerate(ls) if n not in (i, j)] + [c]
@@ -203,7 +206,7 @@ class FunctionalMixin:
             for c, s in zip(ls, t.shape):
                 if s != 1 and sizes.get(c, 1) not in (1, s):
                     name = "the '...' axes" if c.isdigit() else f"subscript {c!r}"
-                    raise ValueError(f"{where}: {name} has sizes {sizes[c]} and {s} (in operand {k})")
+                    raise ArgumentError(f"{where}: {name} has sizes {sizes[c]} and {s} (in operand {k})")
                 sizes[c] = s if s != 1 else sizes.get(c, 1)
         acc: Tensor | None = None
         acc_labels: list[str] = []
@@ -298,7 +301,7 @@ class FunctionalMixin:
         array([[0.6, 0.8]], dtype=float32)
         """
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not p > 0:
-            raise ValueError(f"normalize: p must be a positive number or inf, got {p!r}")
+            raise ArgumentError(f"normalize: p must be a positive number or inf, got {p!r}")
         out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
         x = self.cast(compute_dtype(self.dtype))
         axes = x._axes(dim, "normalize")
@@ -332,22 +335,22 @@ class FunctionalMixin:
         """
         if isinstance(size, int) and not isinstance(size, bool):
             if self.ndim < 3:
-                raise ValueError(f"interpolate: an int size needs (N, C, ...) input, got shape {self.shape}")
+                raise ArgumentError(f"interpolate: an int size needs (N, C, ...) input, got shape {self.shape}")
             size = (size,) * (self.ndim - 2)
         if not isinstance(size, (list, tuple)) or not all(isinstance(s, int) and not isinstance(s, bool) for s in size):
             raise TypeError(f"interpolate: size must be an int or a sequence of ints, got {size!r}")
         size = tuple(size)
         if mode not in _INTERPOLATE_MODES:
-            raise ValueError(f"interpolate: mode {mode!r} is not one of {', '.join(_INTERPOLATE_MODES)}")
+            raise ArgumentError(f"interpolate: mode {mode!r} is not one of {', '.join(_INTERPOLATE_MODES)}")
         if _INTERPOLATE_MODES[mode] > 1 and len(size) != _INTERPOLATE_MODES[mode]:
-            raise ValueError(f"interpolate: mode {mode!r} resizes {_INTERPOLATE_MODES[mode]} axes, got size {size}")
+            raise ArgumentError(f"interpolate: mode {mode!r} resizes {_INTERPOLATE_MODES[mode]} axes, got size {size}")
         if align_corners and mode.startswith("nearest"):
-            raise ValueError(f"interpolate: align_corners only applies to linear modes, not {mode!r}")
+            raise ArgumentError(f"interpolate: align_corners only applies to linear modes, not {mode!r}")
         if not 0 < len(size) <= self.ndim:
-            raise ValueError(f"interpolate: size {size} does not fit a tensor of shape {self.shape}")
+            raise ArgumentError(f"interpolate: size {size} does not fit a tensor of shape {self.shape}")
         spatial = self.shape[self.ndim - len(size) :]
         if any(s <= 0 for s in size) or any(s <= 0 for s in spatial):
-            raise ValueError(f"interpolate: sizes must be positive, got input shape {self.shape} and size {size}")
+            raise ArgumentError(f"interpolate: sizes must be positive, got input shape {self.shape} and size {size}")
         linear = _INTERPOLATE_MODES[mode] > 0
         x = self.cast(compute_dtype(self.dtype)) if linear else self
         for axis in range(self.ndim - len(size), self.ndim):

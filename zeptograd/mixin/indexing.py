@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeptograd.dtype import dtypes
+from zeptograd.helpers import ArgumentError
 from zeptograd.uop.ops import Ops
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def _check_slice(s: slice, op: str) -> slice:
             raise TypeError(f"{op}: slice bounds and steps must be ints or None, got {s}")
         parts.append(None if v is None else int(v))
     if parts[2] == 0:
-        raise ValueError(f"{op}: slice step cannot be zero")
+        raise ArgumentError(f"{op}: slice step cannot be zero")
     return slice(*parts)
 
 
@@ -388,7 +389,7 @@ class IndexingMixin:
         basic, adv, out_shape = self._plan(index, op)
         vs = _strip_leading_ones(v.shape, len(out_shape))
         if not _broadcastable(vs, out_shape):
-            raise ValueError(f"{op}: cannot broadcast a value of shape {v.shape} to the indexed shape {out_shape}")
+            raise ArgumentError(f"{op}: cannot broadcast a value of shape {v.shape} to the indexed shape {out_shape}")
         v = v.reshape(vs)._broadcast_to(out_shape)
         if adv is None:
             placed = basic.place(v, self.shape)
@@ -512,7 +513,7 @@ class IndexingMixin:
             raise TypeError("scatter: give exactly one of src and value")
         src = value if src is None else src
         if reduce not in (None, "add", "multiply"):
-            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+            raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
         if reduce is not None:
             return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
         dim, idx, eq, s = self._scatter_prep(dim, index, src, "scatter")
@@ -540,7 +541,7 @@ class IndexingMixin:
         """
         op = "scatter_reduce"
         if reduce not in _SCATTER_REDUCES:
-            raise ValueError(f"{op}: reduce must be one of {', '.join(_SCATTER_REDUCES)}, got {reduce!r}")
+            raise ArgumentError(f"{op}: reduce must be one of {', '.join(_SCATTER_REDUCES)}, got {reduce!r}")
         dim, idx, eq, s = self._scatter_prep(dim, index, src, op)
         dt = self.dtype
         count = eq.sum(dim)  # how many values go to each position (int32)
@@ -602,7 +603,7 @@ class IndexingMixin:
         if size is None:
             size = int(count.item())  # the output's length is data: realize it
         elif not _is_int(size) or size < 0:
-            raise ValueError(f"{op}: size must be a non-negative int, got {size!r}")
+            raise ArgumentError(f"{op}: size must be a non-negative int, got {size!r}")
         pos = m.cast(dtypes.int32).cumsum(0) - 1
         pos = m.where(pos, -1).reshape(1, n)
         k = self.arange(size, dtype=dtypes.int32, device=self.device).reshape(size, 1)
@@ -649,7 +650,7 @@ class IndexingMixin:
         sel, count, i, size = m._select_positions(op, size)
         if isinstance(fill_value, (list, tuple)):
             if len(fill_value) != self.ndim:
-                raise ValueError(f"{op}: fill_value has {len(fill_value)} entries for {self.ndim} dimensions")
+                raise ArgumentError(f"{op}: fill_value has {len(fill_value)} entries for {self.ndim} dimensions")
             fill: Any = type(self)(list(fill_value), dtype=dtypes.int32, device=self.device).reshape(1, self.ndim)
         elif _is_int(fill_value):
             fill = int(fill_value)
@@ -682,10 +683,10 @@ class IndexingMixin:
         if dtypes.is_bool(self.dtype) or not dtypes.is_int(self.dtype):
             raise TypeError(f"one_hot: the tensor must have an integer dtype, got {self.dtype!r}")
         if not _is_int(num_classes) or num_classes < -1:
-            raise ValueError(f"one_hot: num_classes must be -1 or a non-negative int, got {num_classes!r}")
+            raise ArgumentError(f"one_hot: num_classes must be -1 or a non-negative int, got {num_classes!r}")
         if num_classes == -1:
             if self.numel() == 0:
-                raise ValueError(f"one_hot: cannot infer num_classes from an empty tensor (shape {self.shape})")
+                raise ArgumentError(f"one_hot: cannot infer num_classes from an empty tensor (shape {self.shape})")
             num_classes = int(self.max().item()) + 1
         idx = _index_dtype(self, "one_hot")
         ar = self.arange(num_classes, dtype=idx.dtype, device=self.device)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
+from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import Scalar, int_arg, shape_arg
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
@@ -60,7 +61,7 @@ class MovementMixin:
         """One dim or a sequence of dims, normalized, in the given order; a repeated dim is an error."""
         out = tuple(self._movement_dim(d, op) for d in (dims if isinstance(dims, (list, tuple)) else (dims,)))
         if len(set(out)) != len(out):
-            raise ValueError(f"{op}: dims {dims} repeat an axis (shape {self.shape})")
+            raise ArgumentError(f"{op}: dims {dims} repeat an axis (shape {self.shape})")
         return out
 
     def _shrink_dim(self, dim: int, start: int, end: int) -> Tensor:
@@ -94,17 +95,17 @@ class MovementMixin:
         """
         new = list(shape_arg(shape, "reshape"))
         if new.count(-1) > 1:
-            raise ValueError(f"reshape: only one size may be -1, got {tuple(new)}")
+            raise ArgumentError(f"reshape: only one size may be -1, got {tuple(new)}")
         if any(s < -1 for s in new):
-            raise ValueError(f"reshape: negative size in {tuple(new)}")
+            raise ArgumentError(f"reshape: negative size in {tuple(new)}")
         if -1 in new:
             known = prod(s for s in new if s != -1)
             if known == 0 or self.numel() % known:
-                raise ValueError(f"reshape: cannot reshape a tensor of shape {self.shape} into {tuple(new)}")
+                raise ArgumentError(f"reshape: cannot reshape a tensor of shape {self.shape} into {tuple(new)}")
             new[new.index(-1)] = self.numel() // known
         target = tuple(new)
         if prod(target) != self.numel():
-            raise ValueError(
+            raise ArgumentError(
                 f"reshape: cannot reshape a tensor of shape {self.shape} ({self.numel()} elements) into {target}"
             )
         return self if target == self.shape else self._new(UOp(Ops.RESHAPE, self.dtype, (self.uop,), target))
@@ -145,7 +146,7 @@ class MovementMixin:
         if not self.ndim:
             return self.reshape(1)
         if start > end:
-            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
+            raise ArgumentError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
         s = self.shape
         return self.reshape(s[:start] + (prod(s[start : end + 1]),) + s[end + 1 :])
 
@@ -157,22 +158,22 @@ class MovementMixin:
         """
         d = self._movement_dim(dim, "unflatten")
         if not self.ndim:
-            raise ValueError("unflatten: a 0-d tensor has no axis to split")
+            raise ArgumentError("unflatten: a 0-d tensor has no axis to split")
         if not isinstance(sizes, (list, tuple)):
             raise TypeError(f"unflatten: sizes must be a sequence of ints, got {sizes!r}")
         sizes = shape_arg((tuple(sizes),), "unflatten")
         n = self.shape[d]
         if not sizes:
-            raise ValueError(f"unflatten: sizes must be non-empty (shape {self.shape}, dim {dim})")
+            raise ArgumentError(f"unflatten: sizes must be non-empty (shape {self.shape}, dim {dim})")
         if sizes.count(-1) > 1 or any(s < -1 for s in sizes):
-            raise ValueError(f"unflatten: sizes {sizes} have a negative size or more than one -1")
+            raise ArgumentError(f"unflatten: sizes {sizes} have a negative size or more than one -1")
         known = prod(s for s in sizes if s != -1)
         if -1 in sizes:
             if known == 0 or n % known:
-                raise ValueError(f"unflatten: cannot split axis {dim} of size {n} (shape {self.shape}) into {sizes}")
+                raise ArgumentError(f"unflatten: cannot split axis {dim} of size {n} (shape {self.shape}) into {sizes}")
             sizes = tuple(n // known if s == -1 else s for s in sizes)
         elif known != n:
-            raise ValueError(
+            raise ArgumentError(
                 f"unflatten: sizes {sizes} do not multiply up to the size {n} of dim {dim} (shape {self.shape})"
             )
         return self.reshape(self.shape[:d] + sizes + self.shape[d + 1 :])
@@ -214,12 +215,12 @@ class MovementMixin:
         """
         axes = shape_arg(order, "permute")
         if len(axes) != self.ndim:
-            raise ValueError(
+            raise ArgumentError(
                 f"permute: {axes} names {len(axes)} axes, the tensor of shape {self.shape} has {self.ndim}"
             )
         norm = tuple(self._movement_dim(a, "permute") for a in axes)
         if len(set(norm)) != len(norm):
-            raise ValueError(f"permute: {axes} repeats an axis (shape {self.shape})")
+            raise ArgumentError(f"permute: {axes} repeats an axis (shape {self.shape})")
         if norm == tuple(range(self.ndim)):
             return self
         return self._new(UOp(Ops.PERMUTE, self.dtype, (self.uop,), norm))
@@ -262,7 +263,9 @@ class MovementMixin:
         """
         src, dst = self._movement_dims(source, "movedim"), self._movement_dims(destination, "movedim")
         if len(src) != len(dst):
-            raise ValueError(f"movedim: source {source} and destination {destination} name different numbers of dims")
+            raise ArgumentError(
+                f"movedim: source {source} and destination {destination} name different numbers of dims"
+            )
         if not self.ndim:
             return self
         order: list[int | None] = [None] * self.ndim
@@ -307,19 +310,19 @@ class MovementMixin:
         """
         new = shape_arg(shape, "expand")
         if len(new) < self.ndim:
-            raise ValueError(f"expand: cannot expand shape {self.shape} to fewer dimensions {new}")
+            raise ArgumentError(f"expand: cannot expand shape {self.shape} to fewer dimensions {new}")
         lead = len(new) - self.ndim
         target = []
         for i, n in enumerate(new):
             old = self.shape[i - lead] if i >= lead else None
             if n == -1:
                 if old is None:
-                    raise ValueError(f"expand: size -1 is not allowed for the new leading axis {i} in {new}")
+                    raise ArgumentError(f"expand: size -1 is not allowed for the new leading axis {i} in {new}")
                 n = old
             elif n < 0:
-                raise ValueError(f"expand: negative size {n} in {new} (tensor of shape {self.shape})")
+                raise ArgumentError(f"expand: negative size {n} in {new} (tensor of shape {self.shape})")
             elif old is not None and old not in (1, n):
-                raise ValueError(
+                raise ArgumentError(
                     f"expand: cannot expand shape {self.shape} to {new}: axis {i} has size {old}, neither 1 nor {n}"
                 )
             target.append(n)
@@ -342,13 +345,13 @@ class MovementMixin:
         [2, 3]
         """
         if len(arg) != self.ndim:
-            raise ValueError(f"shrink: {tuple(arg)} has {len(arg)} entries for shape {self.shape}")
+            raise ArgumentError(f"shrink: {tuple(arg)} has {len(arg)} entries for shape {self.shape}")
         bounds = tuple((0, s) if a is None else _int_tuple(a, "shrink", "a bound") for a, s in zip(arg, self.shape))
         if any(len(b) != 2 for b in bounds):
-            raise ValueError(f"shrink: each entry of {tuple(arg)} must be a (start, end) pair or None")
+            raise ArgumentError(f"shrink: each entry of {tuple(arg)} must be a (start, end) pair or None")
         for (b, e), s in zip(bounds, self.shape):
             if not 0 <= b <= e <= s:
-                raise ValueError(f"shrink: bounds {tuple(arg)} are outside shape {self.shape}")
+                raise ArgumentError(f"shrink: bounds {tuple(arg)} are outside shape {self.shape}")
         if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape)):
             return self
         return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
@@ -361,14 +364,14 @@ class MovementMixin:
         """
         d = self._movement_dim(dim, "narrow")
         if not self.ndim:
-            raise ValueError("narrow: a 0-d tensor has no axis to narrow")
+            raise ArgumentError("narrow: a 0-d tensor has no axis to narrow")
         n, start, length = self.shape[d], int_arg(start, "narrow", "start"), int_arg(length, "narrow", "length")
         if not -n <= start <= n:
             raise IndexError(f"narrow: start {start} is out of range for dim {dim} of shape {self.shape}")
         if start < 0:
             start += n
         if length < 0 or start + length > n:
-            raise ValueError(f"narrow: start {start} + length {length} does not fit dim {dim} of shape {self.shape}")
+            raise ArgumentError(f"narrow: start {start} + length {length} does not fit dim {dim} of shape {self.shape}")
         return self._shrink_dim(d, start, start + length)
 
     def _pad_pairs(self, padding: Sequence[Any]) -> list[tuple[int, int]]:
@@ -377,15 +380,15 @@ class MovementMixin:
             raise TypeError(f"pad: padding must be a sequence, got {padding!r}")
         if all(isinstance(p, int) and not isinstance(p, bool) for p in padding):
             if len(padding) % 2:
-                raise ValueError(f"pad: flat padding {tuple(padding)} must have an even number of entries")
+                raise ArgumentError(f"pad: flat padding {tuple(padding)} must have an even number of entries")
             if len(padding) // 2 > self.ndim:
-                raise ValueError(f"pad: flat padding {tuple(padding)} pads more axes than shape {self.shape} has")
+                raise ArgumentError(f"pad: flat padding {tuple(padding)} pads more axes than shape {self.shape} has")
             pairs = [(0, 0)] * self.ndim
             for i in range(len(padding) // 2):
                 pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
             return pairs
         if len(padding) != self.ndim:
-            raise ValueError(f"pad: padding {tuple(padding)} has {len(padding)} entries for shape {self.shape}")
+            raise ArgumentError(f"pad: padding {tuple(padding)} has {len(padding)} entries for shape {self.shape}")
         out = []
         for p in padding:
             if p is None:
@@ -416,14 +419,14 @@ class MovementMixin:
             raise TypeError(f"pad: value must be a number, got {value!r}")
         if mode != "constant":
             if value != 0:
-                raise ValueError(f"pad: mode {mode!r} takes no value (got {value!r})")
+                raise ArgumentError(f"pad: mode {mode!r} takes no value (got {value!r})")
             x = self
             for d, (b, a) in enumerate(pairs):
                 x = x._pad_mode_dim(d, b, a, mode, pairs)
             return x
         for (b, a), s in zip(pairs, self.shape):
             if -min(b, 0) - min(a, 0) > s:
-                raise ValueError(f"pad: padding {tuple(padding)} crops more than shape {self.shape} has")
+                raise ArgumentError(f"pad: padding {tuple(padding)} crops more than shape {self.shape} has")
         if any(b < 0 or a < 0 for b, a in pairs):
             shrunk = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape)))
             return shrunk.pad(tuple((max(b, 0), max(a, 0)) for b, a in pairs), value=value)
@@ -445,7 +448,7 @@ class MovementMixin:
             lo, hi = max(-b, 0), n - max(-a, 0)
             m = hi - lo
             if m < 0 or b > m or a > m:
-                raise ValueError(
+                raise ArgumentError(
                     f"pad: circular padding {pairs[d]} of dim {d} wraps around more than once (shape {self.shape})"
                 )
             x = self._shrink_dim(d, lo, hi)
@@ -454,11 +457,11 @@ class MovementMixin:
             # three copies side by side, and the window that starts b before the middle one
             return x._tile_dim(d, 3)._shrink_dim(d, m - max(b, 0), 2 * m + max(a, 0))
         if mode == "reflect" and (b >= n or a >= n):
-            raise ValueError(
+            raise ArgumentError(
                 f"pad: reflect padding {pairs[d]} of dim {d} must be less than its size {n} (shape {self.shape})"
             )
         if mode == "replicate" and n == 0 and (b > 0 or a > 0):
-            raise ValueError(
+            raise ArgumentError(
                 f"pad: replicate padding {pairs[d]} of dim {d} needs a non-empty axis (shape {self.shape})"
             )
         pieces: list[Tensor] = []
@@ -479,7 +482,7 @@ class MovementMixin:
         total = x.shape[d]
         lo, hi = max(-b, 0), total - max(-a, 0)
         if lo > hi:
-            raise ValueError(f"pad: padding {pairs[d]} of dim {d} crops more than shape {self.shape} has")
+            raise ArgumentError(f"pad: padding {pairs[d]} of dim {d} crops more than shape {self.shape} has")
         return x._shrink_dim(d, lo, hi)
 
     # *** joining and splitting ***
@@ -490,7 +493,7 @@ class MovementMixin:
         first = list(first_arg) if isinstance(first_arg, (list, tuple)) else [first_arg]
         tensors = first + [t for arg in args for t in (arg if isinstance(arg, (list, tuple)) else (arg,))]
         if not tensors:
-            raise ValueError(f"{op}: expected a non-empty list of tensors")
+            raise ArgumentError(f"{op}: expected a non-empty list of tensors")
         for i, t in enumerate(tensors):
             if not isinstance(t, MovementMixin):
                 raise TypeError(f"{op}: argument {i} is a {type(t).__name__}, not a Tensor")
@@ -510,13 +513,15 @@ class MovementMixin:
         dt = least_upper_dtype(*(t.dtype for t in tensors))
         for i, t in enumerate(tensors):
             if not t.ndim:
-                raise ValueError(f"cat: a 0-d tensor (argument {i}) cannot be concatenated; unsqueeze it or use stack")
+                raise ArgumentError(
+                    f"cat: a 0-d tensor (argument {i}) cannot be concatenated; unsqueeze it or use stack"
+                )
         joined = [t for t in tensors if t.shape != (0,)] or tensors[:1]
         ref = joined[0]
         d = ref._movement_dim(dim, "cat")
         for t in joined:
             if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != d):
-                raise ValueError(
+                raise ArgumentError(
                     f"cat: sizes must match except in dim {dim}: got shapes " + ", ".join(str(t.shape) for t in tensors)
                 )
         joined = [t.cast(dt) for t in joined]
@@ -549,7 +554,7 @@ class MovementMixin:
         tensors = MovementMixin._tensor_args(self, args, "stack")
         for i, t in enumerate(tensors):
             if t.shape != tensors[0].shape:
-                raise ValueError(
+                raise ArgumentError(
                     f"stack: all tensors must have one shape, got {tensors[0].shape} (argument 0) and {t.shape} "
                     f"(argument {i})"
                 )
@@ -569,22 +574,22 @@ class MovementMixin:
         ([[0, 1], [2, 3], [4]], [[0], [1, 2, 3, 4]])
         """
         if not self.ndim:
-            raise ValueError("split: a 0-d tensor cannot be split")
+            raise ArgumentError("split: a 0-d tensor cannot be split")
         d = self._movement_dim(dim, "split")
         n = self.shape[d]
         if isinstance(sizes, (list, tuple)):
             parts = [int_arg(s, "split", "a size") for s in sizes]
             if any(s < 0 for s in parts):
-                raise ValueError(f"split: sizes {tuple(parts)} must not be negative")
+                raise ArgumentError(f"split: sizes {tuple(parts)} must not be negative")
             if sum(parts) != n:
-                raise ValueError(
+                raise ArgumentError(
                     f"split: sizes {tuple(parts)} add up to {sum(parts)}, not to the size {n} of dim {dim} "
                     f"(shape {self.shape})"
                 )
         else:
             size = int_arg(sizes, "split", "the split size")
             if size < 0 or (size == 0 and n):
-                raise ValueError(f"split: split size {size} must be positive for dim {dim} of shape {self.shape}")
+                raise ArgumentError(f"split: split size {size} must be positive for dim {dim} of shape {self.shape}")
             parts = [min(size, n - i) for i in range(0, n, size)] if n else [0]
         out, start = [], 0
         for p in parts:
@@ -601,9 +606,9 @@ class MovementMixin:
         """
         chunks = int_arg(chunks, "chunk", "chunks")
         if chunks <= 0:
-            raise ValueError(f"chunk: chunks must be greater than 0, got {chunks}")
+            raise ArgumentError(f"chunk: chunks must be greater than 0, got {chunks}")
         if not self.ndim:
-            raise ValueError("chunk: a 0-d tensor cannot be chunked")
+            raise ArgumentError("chunk: a 0-d tensor cannot be chunked")
         d = self._movement_dim(dim, "chunk")
         n = self.shape[d]
         return self.split(-(-n // chunks) if n else [0] * chunks, dim=d)
@@ -619,9 +624,11 @@ class MovementMixin:
         """
         reps = shape_arg(repeats, "repeat")
         if len(reps) < self.ndim:
-            raise ValueError(f"repeat: {len(reps)} repeats {reps} for a tensor of shape {self.shape}; need {self.ndim}")
+            raise ArgumentError(
+                f"repeat: {len(reps)} repeats {reps} for a tensor of shape {self.shape}; need {self.ndim}"
+            )
         if any(r < 0 for r in reps):
-            raise ValueError(f"repeat: repeats {reps} must not be negative")
+            raise ArgumentError(f"repeat: repeats {reps} must not be negative")
         base = (1,) * (len(reps) - self.ndim) + self.shape
         # each axis s gets a size-1 axis in front of it, which expands to the repeat count
         x = self.reshape(tuple(v for s in base for v in (1, s)))
@@ -647,7 +654,7 @@ class MovementMixin:
             raise TypeError("repeat_interleave: repeats must be an int (tensor repeats give a data-dependent shape)")
         r = int_arg(repeats, "repeat_interleave", "repeats")
         if r < 0:
-            raise ValueError(f"repeat_interleave: repeats must not be negative, got {r}")
+            raise ArgumentError(f"repeat_interleave: repeats must not be negative, got {r}")
         x, d = (self.flatten(), 0) if dim is None else (self, self._movement_dim(dim, "repeat_interleave"))
         if not x.ndim:
             x = x.reshape(1)
@@ -664,11 +671,11 @@ class MovementMixin:
         sh = _int_tuple(shifts, "roll", "a shift")
         if dims is None:
             if len(sh) != 1:
-                raise ValueError(f"roll: shifts {sh} need as many dims, got none")
+                raise ArgumentError(f"roll: shifts {sh} need as many dims, got none")
             return self.flatten().roll(sh[0], 0).reshape(self.shape)
         ds = _int_tuple(dims, "roll", "a dim")
         if len(sh) != len(ds):
-            raise ValueError(f"roll: shifts {sh} and dims {ds} must have the same length")
+            raise ArgumentError(f"roll: shifts {sh} and dims {ds} must have the same length")
         x = self
         for s, d in zip(sh, ds):
             d = x._movement_dim(d, "roll")
@@ -694,9 +701,9 @@ class MovementMixin:
         size, step = int_arg(size, "unfold", "size"), int_arg(step, "unfold", "step")
         n = self.shape[d] if self.ndim else 1
         if step <= 0:
-            raise ValueError(f"unfold: step must be positive, got {step}")
+            raise ArgumentError(f"unfold: step must be positive, got {step}")
         if not 0 <= size <= n:
-            raise ValueError(f"unfold: size {size} does not fit dim {dim} of size {n} (shape {self.shape})")
+            raise ArgumentError(f"unfold: size {size} does not fit dim {dim} of size {n} (shape {self.shape})")
         if not self.ndim:
             return self.reshape(1)._shrink_dim(0, 0, size)
         k = (n - size) // step + 1
@@ -725,10 +732,10 @@ class MovementMixin:
         ([1, 4], [2])
         """
         if self.ndim < 2:
-            raise ValueError(f"diagonal: needs a tensor of 2 or more dimensions, got shape {self.shape}")
+            raise ArgumentError(f"diagonal: needs a tensor of 2 or more dimensions, got shape {self.shape}")
         a, b = self._movement_dim(dim1, "diagonal"), self._movement_dim(dim2, "diagonal")
         if a == b:
-            raise ValueError(f"diagonal: dim1 {dim1} and dim2 {dim2} are the same axis (shape {self.shape})")
+            raise ArgumentError(f"diagonal: dim1 {dim1} and dim2 {dim2} are the same axis (shape {self.shape})")
         off = int_arg(offset, "diagonal", "offset")
         x = self.permute(*(i for i in range(self.ndim) if i not in (a, b)), a, b)
         lead, (r, c) = x.shape[:-2], x.shape[-2:]
@@ -751,7 +758,7 @@ class MovementMixin:
         if self.ndim == 2:
             return self.diagonal(k)
         if self.ndim != 1:
-            raise ValueError(f"diag: needs a 1-d or 2-d tensor, got shape {self.shape}")
+            raise ArgumentError(f"diag: needs a 1-d or 2-d tensor, got shape {self.shape}")
         n = self.shape[0]
         # n rows of (x_i, n zeros) read back with a row length of n: x_i lands at column i of row i
         x = self.reshape(n, 1)._pad_dim(1, 0, n).reshape(n * (n + 1))._shrink_dim(0, 0, n * n).reshape(n, n)

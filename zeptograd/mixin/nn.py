@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes
+from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
 from zeptograd.uop.shape import prod
 
@@ -33,7 +34,7 @@ def _per_dim(value: Any, n: int, op: str, what: str) -> tuple[int, ...]:
     """An int for every one of `n` spatial dims, or one int per dim."""
     if isinstance(value, (list, tuple)):
         if len(value) != n:
-            raise ValueError(f"{op}: {what} {tuple(value)} needs {n} entries, one per spatial dim")
+            raise ArgumentError(f"{op}: {what} {tuple(value)} needs {n} entries, one per spatial dim")
         return tuple(int_arg(v, op, what) for v in value)
     return (int_arg(value, op, what),) * n
 
@@ -48,7 +49,7 @@ def _pad_pairs(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
         elif len(pads) == 2 * n:
             pairs = [(pads[2 * (n - 1 - i)], pads[2 * (n - 1 - i) + 1]) for i in range(n)]
         else:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: padding {tuple(padding)} needs {n} entries (one per spatial dim) or {2 * n} "
                 "(PyTorch's flat form)"
             )
@@ -56,7 +57,7 @@ def _pad_pairs(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
         p = int_arg(padding, op, "padding")
         pairs = [(p, p)] * n
     if any(b < 0 or a < 0 for b, a in pairs):
-        raise ValueError(f"{op}: padding must be non-negative, got {padding!r}")
+        raise ArgumentError(f"{op}: padding must be non-negative, got {padding!r}")
     return pairs
 
 
@@ -64,13 +65,13 @@ def _positive(value: Any, n: int, op: str, what: str) -> tuple[int, ...]:
     """`_per_dim`, each entry positive."""
     values = _per_dim(value, n, op, what)
     if any(v <= 0 for v in values):
-        raise ValueError(f"{op}: {what} must be positive, got {value!r}")
+        raise ArgumentError(f"{op}: {what} must be positive, got {value!r}")
     return values
 
 
 def _reduction(reduction: Any, op: str) -> str:
     if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {', '.join(map(repr, REDUCTIONS))}, got {reduction!r}")
+        raise ArgumentError(f"{op}: reduction must be one of {', '.join(map(repr, REDUCTIONS))}, got {reduction!r}")
     return reduction
 
 
@@ -82,7 +83,7 @@ def _smoothing(label_smoothing: Any, op: str) -> float:
     if not isinstance(label_smoothing, numbers.Real) or isinstance(label_smoothing, bool):
         raise TypeError(f"{op}: label_smoothing must be a number, got {label_smoothing!r}")
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+        raise ArgumentError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
     return float(label_smoothing)
 
 
@@ -106,7 +107,7 @@ def _need_int(t: Tensor, op: str, what: str) -> None:
 
 def _fan_in(shape: tuple[int, ...], op: str) -> int:
     if not shape or any(s <= 0 for s in shape):
-        raise ValueError(f"{op}: needs a non-empty shape of positive sizes, got {shape}")
+        raise ArgumentError(f"{op}: needs a non-empty shape of positive sizes, got {shape}")
     return prod(shape[1:])
 
 
@@ -215,11 +216,11 @@ class NNMixin:
                 pads = [(0, 0)] * n
             elif padding == "same":
                 if any(s != 1 for s in stride_):
-                    raise ValueError(f"{op}: padding='same' needs stride 1, got stride {stride_}")
+                    raise ArgumentError(f"{op}: padding='same' needs stride 1, got stride {stride_}")
                 # the extra element of an odd total goes after, as in PyTorch
                 pads = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation_)]
             else:
-                raise ValueError(f"{op}: padding string must be 'valid' or 'same', got {padding!r}")
+                raise ArgumentError(f"{op}: padding string must be 'valid' or 'same', got {padding!r}")
         else:
             pads = _pad_pairs(padding, n, op)
         out = x._conv(w, bias, groups, stride_, dilation_, pads, dtype, op)
@@ -232,14 +233,14 @@ class NNMixin:
         _need_tensor(bias, type(self), op, "bias", optional=True)
         groups = int_arg(groups, op, "groups")
         if groups <= 0:
-            raise ValueError(f"{op}: groups must be positive, got {groups}")
+            raise ArgumentError(f"{op}: groups must be positive, got {groups}")
         if weight.ndim < 3:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: weight must be (out_channels, in_channels / groups, *kernel) with at least 1 spatial dim, "
                 f"got shape {weight.shape}"
             )
         if self.ndim not in (weight.ndim, weight.ndim - 1):
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: a weight of shape {weight.shape} needs a {weight.ndim}-d input (N, C, *spatial) or a "
                 f"{weight.ndim - 1}-d unbatched one, got shape {self.shape}"
             )
@@ -267,19 +268,23 @@ class NNMixin:
         cout, cin_g = weight.shape[:2]
         kernel = weight.shape[2:]
         if cout % groups:
-            raise ValueError(f"{op}: out channels {cout} (weight shape {weight.shape}) must divide by groups {groups}")
+            raise ArgumentError(
+                f"{op}: out channels {cout} (weight shape {weight.shape}) must divide by groups {groups}"
+            )
         if cin != cin_g * groups:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: input has {cin} channels (shape {self.shape}), the weight of shape {weight.shape} with "
                 f"groups={groups} expects {cin_g * groups} (weight.shape[1] * groups)"
             )
         if bias is not None and bias.shape != (cout,):
-            raise ValueError(f"{op}: bias must have shape ({cout},) for weight shape {weight.shape}, got {bias.shape}")
+            raise ArgumentError(
+                f"{op}: bias must have shape ({cout},) for weight shape {weight.shape}, got {bias.shape}"
+            )
         spatial = self.shape[2:]
         padded = tuple(i + b + a for i, (b, a) in zip(spatial, pads))
         for i, k, d in zip(padded, kernel, dilation):
             if d * (k - 1) + 1 > i:
-                raise ValueError(
+                raise ArgumentError(
                     f"{op}: the kernel {kernel} (dilation {dilation}) is bigger than the padded input {padded} "
                     f"(input shape {self.shape})"
                 )
@@ -325,19 +330,19 @@ class NNMixin:
         dilation_ = _positive(dilation, n, op, "dilation")
         pads = _pad_pairs(padding, n, op)
         if any(b != a for b, a in pads):
-            raise ValueError(f"{op}: padding must be the same on both sides of a dim, got {padding!r}")
+            raise ArgumentError(f"{op}: padding must be the same on both sides of a dim, got {padding!r}")
         out_pad = _per_dim(output_padding, n, op, "output_padding")
         for o, s, d in zip(out_pad, stride_, dilation_):
             if not 0 <= o < max(s, d):
-                raise ValueError(
+                raise ArgumentError(
                     f"{op}: output_padding {out_pad} must be non-negative and smaller than stride {stride_} "
                     f"or dilation {dilation_}"
                 )
         cin, cout_g = w.shape[:2]
         if cin % groups:
-            raise ValueError(f"{op}: in channels {cin} (weight shape {w.shape}) must divide by groups {groups}")
+            raise ArgumentError(f"{op}: in channels {cin} (weight shape {w.shape}) must divide by groups {groups}")
         if x.shape[1] != cin:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: input has {x.shape[1]} channels (shape {self.shape}), the weight of shape {w.shape} "
                 f"expects {cin} (weight.shape[0])"
             )
@@ -347,7 +352,7 @@ class NNMixin:
             for i, s, (p, _), d, k, o in zip(spatial, stride_, pads, dilation_, kernel, out_pad)
         ]
         if any(i <= 0 for i in spatial) or any(s <= 0 for s in sizes):
-            raise ValueError(f"{op}: input shape {x.shape} with weight {w.shape} gives output size {tuple(sizes)}")
+            raise ArgumentError(f"{op}: input shape {x.shape} with weight {w.shape} gives output size {tuple(sizes)}")
         # a transposed conv is a conv of the input spread out by the stride (stride - 1 zeros between elements),
         # with the kernel flipped and its in/out channels swapped within each group
         if any(s > 1 for s in stride_):
@@ -372,27 +377,29 @@ class NNMixin:
         """Kernel, stride, dilation, the padding asked for, and that padding plus what ceil_mode adds after."""
         if isinstance(kernel_size, (list, tuple)):
             if not kernel_size:
-                raise ValueError(f"{op}: kernel_size must not be empty")
+                raise ArgumentError(f"{op}: kernel_size must not be empty")
             kernel = tuple(int_arg(k, op, "kernel_size") for k in kernel_size)
         else:
             kernel = (int_arg(kernel_size, op, "kernel_size"),) * 2
         n = len(kernel)
         _positive(kernel, n, op, "kernel_size")
         if self.ndim < n:
-            raise ValueError(f"{op}: a {n}-d kernel {kernel} needs an input with at least {n} dims, got {self.shape}")
+            raise ArgumentError(
+                f"{op}: a {n}-d kernel {kernel} needs an input with at least {n} dims, got {self.shape}"
+            )
         stride_ = kernel if stride is None else _positive(stride, n, op, "stride")
         dilation_ = _positive(dilation, n, op, "dilation")
         pads = _pad_pairs(padding, n, op)
         for (b, a), k in zip(pads, kernel):
             # as PyTorch: a window never lies wholly in the padding
             if b > k // 2 or a > k // 2:
-                raise ValueError(f"{op}: padding {padding!r} must be at most half the kernel size {kernel}")
+                raise ArgumentError(f"{op}: padding {padding!r} must be at most half the kernel size {kernel}")
         spatial = self.shape[self.ndim - n :]
         ceil_pads = []
         for i, k, s, d, (b, a) in zip(spatial, kernel, stride_, dilation_, pads):
             span = d * (k - 1) + 1
             if span > i + b + a:
-                raise ValueError(
+                raise ArgumentError(
                     f"{op}: the kernel {kernel} (dilation {dilation_}) is bigger than the padded input "
                     f"(input shape {self.shape}, padding {padding!r})"
                 )
@@ -476,7 +483,7 @@ class NNMixin:
         _need_int(Y, op, "Y")
         want = self.shape[:cdim] + self.shape[cdim + 1 :]
         if Y.shape != want:
-            raise ValueError(f"{op}: Y has shape {Y.shape}, expected {want} for input of shape {self.shape}")
+            raise ArgumentError(f"{op}: Y has shape {Y.shape}, expected {want} for input of shape {self.shape}")
         if Y.device != self.device:
             raise RuntimeError(f"{op}: tensors on different devices ({self.device} and {Y.device})")
         return Y
@@ -504,14 +511,16 @@ class NNMixin:
         eps = _smoothing(label_smoothing, op)
         _need_float(self, op, "input")
         if self.ndim == 0:
-            raise ValueError(f"{op}: input must be (C,) or (N, C, ...), got a 0-d tensor")
+            raise ArgumentError(f"{op}: input must be (C,) or (N, C, ...), got a 0-d tensor")
         _need_tensor(Y, type(self), op, "Y")
         cdim = 1 if self.ndim >= 2 else 0
         n = self.shape[cdim]
         logp = self.log_softmax(cdim)
         if dtypes.is_float(Y.dtype):
             if Y.shape != self.shape:
-                raise ValueError(f"{op}: probability targets Y must have the input's shape {self.shape}, got {Y.shape}")
+                raise ArgumentError(
+                    f"{op}: probability targets Y must have the input's shape {self.shape}, got {Y.shape}"
+                )
             probs = Y.cast(logp.dtype)
             if eps:
                 probs = probs * (1 - eps) + eps / n
@@ -544,7 +553,7 @@ class NNMixin:
         eps = _smoothing(label_smoothing, op)
         _need_float(self, op, "input")
         if self.ndim == 0:
-            raise ValueError(f"{op}: input must have a class axis (..., C), got a 0-d tensor")
+            raise ArgumentError(f"{op}: input must have a class axis (..., C), got a 0-d tensor")
         Y = self._class_targets(Y, self.ndim - 1, op)
         return self.log_softmax(-1)._index_loss(Y, self.ndim - 1, eps, ignore_index, reduction)
 
@@ -562,7 +571,7 @@ class NNMixin:
         _reduction(reduction, op)
         _need_float(self, op, "input")
         if self.ndim == 0:
-            raise ValueError(f"{op}: input must be (C,) or (N, C, ...), got a 0-d tensor")
+            raise ArgumentError(f"{op}: input must be (C,) or (N, C, ...), got a 0-d tensor")
         cdim = 1 if self.ndim >= 2 else 0
         Y = self._class_targets(Y, cdim, op)
         mask = self._class_mask(Y, cdim)
@@ -571,7 +580,7 @@ class NNMixin:
             w = mask.where(1.0, 0.0).sum(cdim).cast(self.dtype)  # 1 for a class in range
         else:
             if weight.shape != (self.shape[cdim],):
-                raise ValueError(
+                raise ArgumentError(
                     f"{op}: weight must have shape ({self.shape[cdim]},) for input of shape {self.shape}, "
                     f"got {weight.shape}"
                 )
@@ -588,7 +597,7 @@ class NNMixin:
         _need_float(self, op, "input")
         _need_tensor(Y, type(self), op, "Y")
         if Y.shape != self.shape:
-            raise ValueError(f"{op}: Y has shape {Y.shape}, the input {self.shape}; they must match")
+            raise ArgumentError(f"{op}: Y has shape {Y.shape}, the input {self.shape}; they must match")
         if Y.device != self.device:
             raise RuntimeError(f"{op}: tensors on different devices ({self.device} and {Y.device})")
         return Y.cast(self.dtype)
@@ -625,7 +634,7 @@ class NNMixin:
             try:
                 self._broadcast_shape(op, pos_weight.shape, self.shape)
             except ValueError:
-                raise ValueError(
+                raise ArgumentError(
                     f"{op}: pos_weight of shape {pos_weight.shape} does not broadcast to the input's {self.shape}"
                 ) from None
             pos = pos * pos_weight.cast(self.dtype)
@@ -682,7 +691,7 @@ class NNMixin:
         for name, t in (("weight", weight), ("bias", bias), ("mean", mean), ("invstd", invstd)):
             _need_tensor(t, type(self), op, name, optional=name in ("weight", "bias"))
             if t is not None and t.shape != want:
-                raise ValueError(
+                raise ArgumentError(
                     f"{op}: {name} must have shape {want} (axis {axis} of input shape {self.shape}), got {t.shape}"
                 )
             parts.append(None if t is None else t.reshape(shape))
@@ -718,22 +727,22 @@ class NNMixin:
             _need_tensor(t, type(self), op, name)
         _need_tensor(attn_mask, type(self), op, "attn_mask", optional=True)
         if min(self.ndim, key.ndim, value.ndim) < 2:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: query, key and value need at least 2 dims, got {self.shape}, {key.shape}, {value.shape}"
             )
         if key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: query {self.shape}, key {key.shape} and value {value.shape} do not fit (..., L, E), "
                 "(..., S, E), (..., S, Ev)"
             )
         if enable_gqa and key.ndim >= 3 and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
             heads, kv_heads = self.shape[-3], key.shape[-3]
             if heads % kv_heads or value.shape[-3] != kv_heads:
-                raise ValueError(f"{op}: {heads} query heads cannot share {kv_heads} key/value heads")
+                raise ArgumentError(f"{op}: {heads} query heads cannot share {kv_heads} key/value heads")
             key = key.repeat_interleave(heads // kv_heads, dim=-3)
             value = value.repeat_interleave(heads // kv_heads, dim=-3)
         if not isinstance(dropout_p, (int, float)) or isinstance(dropout_p, bool) or not 0 <= dropout_p <= 1:
-            raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p!r}")
+            raise ArgumentError(f"{op}: dropout_p must be in [0, 1], got {dropout_p!r}")
         calc = compute_dtype(self.dtype) if dtypes.is_float(self.dtype) else dtypes.default_float
         s = 1 / math.sqrt(self.shape[-1]) if scale is None else scale
         qk = self.cast(calc).matmul(key.cast(calc).transpose(-1, -2)) * s
@@ -746,7 +755,7 @@ class NNMixin:
             try:
                 self._broadcast_shape(op, attn_mask.shape, qk.shape)
             except ValueError:
-                raise ValueError(
+                raise ArgumentError(
                     f"{op}: attn_mask of shape {attn_mask.shape} does not broadcast to the scores' {qk.shape}"
                 ) from None
             if dtypes.is_bool(attn_mask.dtype):
@@ -815,7 +824,7 @@ class NNMixin:
         """
         n = int_arg(n, "randperm", "n")
         if n < 0:
-            raise ValueError(f"randperm: n must be non-negative, got {n}")
+            raise ArgumentError(f"randperm: n must be non-negative, got {n}")
         dt = tensor_dtype(dtype, "randperm")
         if dtypes.is_bool(dt) or (not dtypes.is_int(dt) and not dtypes.is_float(dt)):
             raise TypeError(f"randperm: dtype must be an integer or float dtype, got {dt!r}")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from zeptograd.dtype import dtypes
+from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import int_arg
 from zeptograd.tensor import Tensor
 
@@ -50,7 +51,7 @@ __all__ = [
 def _positive(value: Any, layer: str, name: str) -> int:
     v = int_arg(value, layer, name)
     if v <= 0:
-        raise ValueError(f"{layer}: {name} must be positive, got {v}")
+        raise ArgumentError(f"{layer}: {name} must be positive, got {v}")
     return v
 
 
@@ -58,10 +59,10 @@ def _ints(value: Any, n: int, layer: str, name: str, low: int) -> tuple[int, ...
     """An int (repeated n times) or a sequence of n ints, each at least `low`."""
     values = (value,) * n if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
     if not isinstance(values, Sequence) or isinstance(values, str) or len(values) != n:
-        raise ValueError(f"{layer}: {name} must be an int or a sequence of {n} ints, got {value!r}")
+        raise ArgumentError(f"{layer}: {name} must be an int or a sequence of {n} ints, got {value!r}")
     out = tuple(int_arg(v, layer, name) for v in values)
     if any(v < low for v in out):
-        raise ValueError(f"{layer}: {name} must be {'positive' if low == 1 else 'non-negative'}, got {value!r}")
+        raise ArgumentError(f"{layer}: {name} must be {'positive' if low == 1 else 'non-negative'}, got {value!r}")
     return out
 
 
@@ -69,13 +70,13 @@ def _shape(value: Any, layer: str, name: str) -> tuple[int, ...]:
     """A normalized shape: an int or a non-empty sequence of positive ints."""
     values = (value,) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
     if not isinstance(values, Sequence) or isinstance(values, str) or not values:
-        raise ValueError(f"{layer}: {name} must be an int or a non-empty sequence of ints, got {value!r}")
+        raise ArgumentError(f"{layer}: {name} must be an int or a non-empty sequence of ints, got {value!r}")
     return tuple(_positive(v, layer, name) for v in values)
 
 
 def _eps(value: Any, layer: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-        raise ValueError(f"{layer}: eps must be a non-negative number, got {value!r}")
+        raise ArgumentError(f"{layer}: eps must be a non-negative number, got {value!r}")
     return float(value)
 
 
@@ -163,10 +164,10 @@ class _ConvNd:
         self.groups = _positive(groups, name, "groups")
         for what, channels in (("in_channels", self.in_channels), ("out_channels", self.out_channels)):
             if channels % self.groups:
-                raise ValueError(f"{name}: {what} ({channels}) must be divisible by groups ({self.groups})")
+                raise ArgumentError(f"{name}: {what} ({channels}) must be divisible by groups ({self.groups})")
         if padding_mode not in _PAD_MODES or (self.transposed and padding_mode != "zeros"):
             allowed = "'zeros'" if self.transposed else ", ".join(repr(m) for m in _PAD_MODES)
-            raise ValueError(f"{name}: padding_mode must be one of {allowed}, got {padding_mode!r}")
+            raise ArgumentError(f"{name}: padding_mode must be one of {allowed}, got {padding_mode!r}")
         self.padding_mode = padding_mode
         if isinstance(padding, str):
             if self.transposed or padding not in ("same", "valid"):
@@ -175,16 +176,16 @@ class _ConvNd:
                     if self.transposed
                     else "an int, a sequence of ints, 'same' or 'valid'"
                 )
-                raise ValueError(f"{name}: padding must be {allowed}, got {padding!r}")
+                raise ArgumentError(f"{name}: padding must be {allowed}, got {padding!r}")
             if padding == "same" and any(s != 1 for s in self.stride):
-                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+                raise ArgumentError(f"{name}: padding='same' is not supported for strided convolutions")
         self.padding: tuple[int, ...] | str = (
             padding if isinstance(padding, str) else _ints(padding, nd, name, "padding", 0)
         )
         self.output_padding = _ints(output_padding, nd, name, "output_padding", 0)
         for op, s, d in zip(self.output_padding, self.stride, self.dilation):
             if op >= s and op >= d:
-                raise ValueError(
+                raise ArgumentError(
                     f"{name}: output_padding {self.output_padding} must be smaller than either stride "
                     f"{self.stride} or dilation {self.dilation}"
                 )
@@ -370,7 +371,7 @@ class BatchNorm:
         if momentum is not None and (
             not isinstance(momentum, (int, float)) or isinstance(momentum, bool) or not 0 <= momentum <= 1
         ):
-            raise ValueError(f"{name}: momentum must be None or a number between 0 and 1, got {momentum!r}")
+            raise ArgumentError(f"{name}: momentum must be None or a number between 0 and 1, got {momentum!r}")
         self.momentum = momentum
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         c = (self.num_features,)
@@ -390,14 +391,14 @@ class BatchNorm:
         if not isinstance(x, Tensor):
             raise TypeError(f"{name}: the input must be a Tensor, got {type(x).__name__}")
         if x.ndim < 2:
-            raise ValueError(f"{name}: expected an (N, C) or (N, C, ...) input, got input of shape {x.shape}")
+            raise ArgumentError(f"{name}: expected an (N, C) or (N, C, ...) input, got input of shape {x.shape}")
         _check_features(name, x, 1, self.num_features, "num_features")
         axes = (0, *range(2, x.ndim))
         shape = (1, self.num_features) + (1,) * (x.ndim - 2)
         if Tensor.training or self.running_mean is None or self.running_var is None:
             n = x.numel() // self.num_features
             if n <= 1:
-                raise ValueError(
+                raise ArgumentError(
                     f"{name}: expected more than 1 value per channel when training, got input of shape {x.shape}"
                 )
             mean = x.mean(axis=axes)
@@ -504,7 +505,7 @@ class GroupNorm:
         self.num_groups = _positive(num_groups, "GroupNorm", "num_groups")
         self.num_channels = _positive(num_channels, "GroupNorm", "num_channels")
         if self.num_channels % self.num_groups:
-            raise ValueError(
+            raise ArgumentError(
                 f"GroupNorm: num_channels ({self.num_channels}) must be divisible by num_groups ({self.num_groups})"
             )
         self.eps = _eps(eps, "GroupNorm")
@@ -564,7 +565,7 @@ class Dropout:
 
     def __init__(self, p: float = 0.5):
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
-            raise ValueError(f"Dropout: probability has to be between 0 and 1, got {p!r}")
+            raise ArgumentError(f"Dropout: probability has to be between 0 and 1, got {p!r}")
         self.p = float(p)
 
     def __call__(self, x: Tensor) -> Tensor:

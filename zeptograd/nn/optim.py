@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from zeptograd.dtype import dtypes
+from zeptograd.helpers import ArgumentError
 from zeptograd.runtime.buffer import np_dtype
 from zeptograd.tensor import Tensor
 
@@ -51,21 +52,23 @@ def _number(value: Any, opt: str, name: str) -> float:
         raise TypeError(f"{opt}: {name} must be a number, got {type(value).__name__}")
     value = float(value)
     if math.isnan(value):
-        raise ValueError(f"{opt}: {name} must not be nan")
+        raise ArgumentError(f"{opt}: {name} must not be nan")
     return value
 
 
 def _at_least_zero(value: Any, opt: str, name: str) -> float:
     value = _number(value, opt, name)
     if value < 0:
-        raise ValueError(f"{opt}: {name} must be >= 0, got {value}")
+        raise ArgumentError(f"{opt}: {name} must be >= 0, got {value}")
     return value
 
 
 def _check_lr(value: Any, opt: str) -> float | Tensor:
     if isinstance(value, Tensor):
         if value.numel() != 1:
-            raise ValueError(f"{opt}: lr must be a number or a one-element tensor, got a tensor of shape {value.shape}")
+            raise ArgumentError(
+                f"{opt}: lr must be a number or a one-element tensor, got a tensor of shape {value.shape}"
+            )
         if not (dtypes.is_float(value.dtype) or dtypes.is_int(value.dtype)):
             raise TypeError(f"{opt}: lr must be a number or a numeric tensor, got a tensor of dtype {value.dtype!r}")
         return value
@@ -75,7 +78,7 @@ def _check_lr(value: Any, opt: str) -> float | Tensor:
 def _beta(value: Any, opt: str, name: str) -> float:
     value = _number(value, opt, name)
     if not 0.0 <= value < 1.0:
-        raise ValueError(f"{opt}: {name} must be in [0, 1), got {value}")
+        raise ArgumentError(f"{opt}: {name} must be in [0, 1), got {value}")
     return value
 
 
@@ -122,7 +125,7 @@ class Optimizer:
                     f"{name}: no floating-point parameter to optimize (parameters {', '.join(ints)} are not "
                     "floating-point; only floating-point tensors can be optimized)"
                 )
-            raise ValueError(f"{name}: the parameter list is empty (no tensor with requires_grad True or None)")
+            raise ArgumentError(f"{name}: the parameter list is empty (no tensor with requires_grad True or None)")
         for p in params:
             if p.requires_grad is None:
                 p.requires_grad = True
@@ -194,7 +197,7 @@ class Optimizer:
             if not isinstance(g, Tensor):
                 raise TypeError(f"{name}.step: parameter {i} has a .grad of type {type(g).__name__}, not a Tensor")
             if g.shape != p.shape:
-                raise ValueError(f"{name}.step: parameter {i} has shape {p.shape} but its .grad has shape {g.shape}")
+                raise ArgumentError(f"{name}.step: parameter {i} has shape {p.shape} but its .grad has shape {g.shape}")
             if g.device != p.device:
                 raise RuntimeError(f"{name}.step: parameter {i} is on {p.device} but its .grad is on {g.device}")
             out.append((i, p, g))
@@ -252,7 +255,7 @@ class SGD(Optimizer):
         momentum = _at_least_zero(momentum, "SGD", "momentum")
         weight_decay = _at_least_zero(weight_decay, "SGD", "weight_decay")
         if nesterov and momentum == 0:
-            raise ValueError("SGD: nesterov=True needs a momentum > 0")
+            raise ArgumentError("SGD: nesterov=True needs a momentum > 0")
         super().__init__(params, lr)
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, bool(nesterov)
         self.b: list[Tensor] = self._zeros_like_params() if momentum else []
@@ -300,7 +303,7 @@ class Adam(Optimizer):
         name = type(self).__name__
         if betas is not None:
             if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-                raise ValueError(f"{name}: betas must be a pair (b1, b2), got {betas!r}")
+                raise ArgumentError(f"{name}: betas must be a pair (b1, b2), got {betas!r}")
             b1, b2 = betas
         b1 = _beta(b1, name, "b1 (betas[0])")
         b2 = _beta(b2, name, "b2 (betas[1])")

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from zeptograd.dtype import dtypes
+from zeptograd.helpers import ArgumentError
 from zeptograd.tensor import Tensor
 
 __all__ = [
@@ -236,7 +237,7 @@ def safe_save(
     try:
         safetensors.numpy.save_file(arrays, path, metadata=metadata)
     except st.SafetensorError as e:
-        raise ValueError(f"safe_save: cannot write {path}: {e}") from None
+        raise ArgumentError(f"safe_save: cannot write {path}: {e}") from None
 
 
 def _open(path: str, op: str) -> Any:
@@ -249,7 +250,7 @@ def _open(path: str, op: str) -> Any:
     try:
         return st.safe_open(path, framework="np")
     except st.SafetensorError as e:
-        raise ValueError(f"{op}: {path} is not a valid safetensors file ({e})") from None
+        raise ArgumentError(f"{op}: {path} is not a valid safetensors file ({e})") from None
 
 
 def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:
@@ -275,7 +276,7 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
                     )
                 array = f.get_tensor(key)
             except st.SafetensorError as e:
-                raise ValueError(f"safe_load: {path} is not a valid safetensors file ({key!r}: {e})") from None
+                raise ArgumentError(f"safe_load: {path} is not a valid safetensors file ({key!r}: {e})") from None
             out[key] = Tensor(array, dtype=_SAFETENSORS_DTYPES[dtype_name], device=device)
     return out
 
