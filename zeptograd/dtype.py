@@ -181,6 +181,8 @@ class dtypes:
     uint32: Final = _scalar_dtype(6, 4, "uint32", "I")
     int64: Final = _scalar_dtype(7, 8, "int64", "q")
     uint64: Final = _scalar_dtype(8, 8, "uint64", "Q")
+    fp8e4m3: Final = _scalar_dtype(9, 1, "fp8e4m3", None)
+    fp8e5m2: Final = _scalar_dtype(10, 1, "fp8e5m2", None)
     float16: Final = _scalar_dtype(11, 2, "float16", "e")
     bfloat16: Final = _scalar_dtype(12, 2, "bfloat16", None)
     float32: Final = _scalar_dtype(13, 4, "float32", "f")
@@ -198,11 +200,13 @@ class dtypes:
     uint: Final = uint32
     long: Final = int64
     ulong: Final = uint64
+    float8_e4m3fn: Final = fp8e4m3
+    float8_e5m2: Final = fp8e5m2
 
     default_float: ClassVar[DType] = float32
     default_int: ClassVar[DType] = int32
 
-    floats: Final = (float16, bfloat16, float32, float64)
+    floats: Final = (fp8e4m3, fp8e5m2, float16, bfloat16, float32, float64)
     uints: Final = (uint8, uint16, uint32, uint64)
     sints: Final = (int8, int16, int32, int64)
     ints: Final = uints + sints
@@ -210,7 +214,7 @@ class dtypes:
 
     @staticmethod
     def is_float(dt: DType) -> builtins.bool:
-        """True for float16, bfloat16, float32, float64 and their vectors."""
+        """True for the float dtypes (fp8e4m3, fp8e5m2, float16, bfloat16, float32, float64) and their vectors."""
         return (dt._scalar or dt) in _FLOAT_SET
 
     @staticmethod
@@ -316,11 +320,13 @@ _PROMO_PARENTS: dict[DType, tuple[DType, ...]] = {
     dtypes.int8: (dtypes.int16,),
     dtypes.int16: (dtypes.int32,),
     dtypes.int32: (dtypes.int64,),
-    dtypes.int64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.int64: (dtypes.fp8e4m3, dtypes.fp8e5m2),
     dtypes.uint8: (dtypes.int16, dtypes.uint16),
     dtypes.uint16: (dtypes.int32, dtypes.uint32),
     dtypes.uint32: (dtypes.int64, dtypes.uint64),
-    dtypes.uint64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.uint64: (dtypes.fp8e4m3, dtypes.fp8e5m2),
+    dtypes.fp8e4m3: (dtypes.float16, dtypes.bfloat16),
+    dtypes.fp8e5m2: (dtypes.float16, dtypes.bfloat16),
     dtypes.float16: (dtypes.float32,),
     dtypes.bfloat16: (dtypes.float32,),
     dtypes.float32: (dtypes.float64,),
@@ -385,13 +391,44 @@ def result_type(*args: DType | ConstType) -> DType:
     return ret
 
 
-def _round_bfloat16(x: float) -> float:
-    # round-to-nearest-even on the upper 16 bits of the float32 pattern
-    bits = struct.unpack("I", struct.pack("f", x))[0]
+class NarrowFloat:
+    """A float format with no arithmetic of its own: stored as the bits of an unsigned int, computed in float32
+    (bfloat16 and the fp8 formats). `finite` formats (fp8e4m3, PyTorch's float8_e4m3fn) have no infinity: the
+    all-ones pattern is NaN, and a value beyond the largest finite one (infinity too) saturates to it, as PyTorch
+    converts; the others round it to infinity."""
+
+    def __init__(self, storage: DType, exponent: int, mantissa: int, finite: bool):
+        self.storage, self.exponent, self.mantissa, self.finite = storage, exponent, mantissa, finite
+        self.bias = (1 << (exponent - 1)) - 1
+        top = (1 << exponent) - 1 - self.bias  # the largest exponent: the top field is NaN/inf unless finite
+        self.max = (2.0 - 2.0 ** (1 - mantissa)) * 2.0**top if finite else (2.0 - 2.0**-mantissa) * 2.0 ** (top - 1)
+
+
+NARROW_FLOATS: dict[DType, NarrowFloat] = {
+    dtypes.bfloat16: NarrowFloat(dtypes.uint16, 8, 7, finite=False),
+    dtypes.fp8e4m3: NarrowFloat(dtypes.uint8, 4, 3, finite=True),
+    dtypes.fp8e5m2: NarrowFloat(dtypes.uint8, 5, 2, finite=False),
+}
+"""The dtypes stored as bits and computed in float32, with their formats.
+
+>>> NARROW_FLOATS[dtypes.fp8e4m3].max, NARROW_FLOATS[dtypes.fp8e5m2].max, NARROW_FLOATS[dtypes.bfloat16].storage
+(448.0, 57344.0, dtypes.uint16)
+"""
+
+
+def _round_narrow(x: float, fmt: NarrowFloat) -> float:
+    # as PyTorch converts: to float32 first, then round-to-nearest-even to the format's precision and range
+    x = _round_float(x, "f")
     if math.isnan(x):
         return x
-    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-    return struct.unpack("f", struct.pack("I", bits & 0xFFFFFFFF))[0]
+    if math.isinf(x):
+        return math.copysign(fmt.max, x) if fmt.finite else x
+    _, e = math.frexp(abs(x))  # |x| = m * 2**e with 0.5 <= m < 1
+    ulp = 2.0 ** (max(e, 2 - fmt.bias) - 1 - fmt.mantissa)  # below the normal range, the subnormal spacing
+    q = round(abs(x) / ulp) * ulp  # exact quotient, and round() is half-to-even
+    if q > fmt.max:
+        q = fmt.max if fmt.finite else math.inf
+    return math.copysign(q, x)
 
 
 def _round_float(x: float, fmt: str) -> float:
@@ -416,9 +453,8 @@ def truncate(value: Any, dt: DType) -> Any:
             return math.nan  # one NaN object, so equal constants intern to one node
         if dt is dtypes.float64:
             return value
-        if dt is dtypes.bfloat16:
-            value = _round_float(value, "f")
-            return value if math.isinf(value) else _round_bfloat16(value)
+        if (fmt := NARROW_FLOATS.get(dt)) is not None:
+            return _round_narrow(value, fmt)
         return _round_float(value, dt.fmt or "f")
     if dt is dtypes.index:
         return int(value)

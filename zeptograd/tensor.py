@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import DType, category, dtypes, least_upper_dtype, result_type
+from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, result_type
 from zeptograd.engine.realize import live_tensors, realize
 from zeptograd.gradient import compute_gradient
 from zeptograd.helpers import TRAINING, ArgumentError
@@ -162,6 +162,7 @@ class Tensor(
     def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None):
         device = _device(device, "Tensor")
         dt = tensor_dtype(dtype, "Tensor") if dtype is not None else None
+        rounded = False
         if isinstance(data, UOp):
             uop = data if dt is None or data.dtype is dt else data.cast(dt)
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
@@ -182,10 +183,15 @@ class Tensor(
                 dt = dt or (_py_dtype(items, "Tensor") if pure else _from_numpy_dtype(arr.dtype))
                 if pure and arr.size and arr.dtype.kind in "iuO":
                     dt = _fit_ints(dt, int(arr.min()), int(arr.max()), dtype is not None, "Tensor")
+            # bfloat16 and fp8 have no numpy dtype: their values arrive as float32 and round on the device
+            narrow = dt if dt in NARROW_FLOATS else None
+            dt = dtypes.float32 if narrow else dt
             arr = arr.astype(np_dtype(dt), copy=False)
             buf = new_buffer(device, arr.size, dt)
             buffer_for(buf).copyin(arr)  # copies in C order, whatever the strides (a 0-d array stays 0-d)
             uop = view_of(buf, arr.shape)
+            if narrow is not None:
+                uop, rounded = uop.cast(narrow), True
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
         self.uop: UOp = uop
@@ -194,6 +200,8 @@ class Tensor(
         # None: no preference (backward fills .grad of every float tensor in the graph); False: never
         self.requires_grad: bool | None = None
         live_tensors.add(self)
+        if rounded:  # data rounded to bfloat16 or fp8: a tensor made from data is a buffer
+            self.realize()
 
     # *** properties ***
 
@@ -328,7 +336,8 @@ class Tensor(
         if step == 0:
             raise ArgumentError("arange: step must not be zero")
         dt = tensor_dtype(dtype, "arange") if dtype is not None else _py_dtype([start, stop, step], "arange")
-        return Tensor(np.arange(start, stop, step).astype(np_dtype(dt)), dt, device)
+        host = np.float32 if dt in NARROW_FLOATS else np_dtype(dt)  # bfloat16 and fp8 round from float32
+        return Tensor(np.arange(start, stop, step).astype(host), dt, device)
 
     # *** realizing and reading ***
 
@@ -349,11 +358,13 @@ class Tensor(
         return buffer_for(buf)
 
     def numpy(self) -> np.ndarray:
-        """The values as a numpy array of this tensor's dtype.
+        """The values as a numpy array of this tensor's dtype (float32 for bfloat16 and fp8, which numpy lacks).
 
         >>> Tensor([[1, 2]]).numpy()
         array([[1, 2]], dtype=int32)
         """
+        if self.dtype in NARROW_FLOATS:  # numpy has no bfloat16 or fp8: their float32 values, as torch's .float()
+            return self.cast(dtypes.float32).numpy()
         return self._buffer().numpy().reshape(self.shape)
 
     def item(self) -> Scalar:

@@ -3,6 +3,7 @@
 The passes run in this order, each a named graph_rewrite (the spec of the stage is checked between
 passes when SPEC=1):
 
+0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py).
 1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding) applied to its
    loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1` (opt.py,
    heuristic.py).
@@ -39,6 +40,7 @@ from zeptograd.codegen.lowering import (
     live_ranges,
     merge_loops,
 )
+from zeptograd.codegen.narrowfloat import lower_narrow_floats
 from zeptograd.codegen.opt import Opt, applied_opts, apply_opts, ast_name
 from zeptograd.codegen.transcendental import decompositions
 from zeptograd.dtype import PtrDType, dtypes
@@ -100,6 +102,7 @@ def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
 def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = None) -> list[UOp]:
     """The linear program of a kernel AST (optimized for `renderer`'s device unless NOOPT, or with `opts`)."""
     _check(ast, "kernel AST")
+    ast = lower_narrow_floats(ast)
     sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
     _check(sink, "after opt")
     # EXP2 LOG2 SIN -> arithmetic, before expand so the polynomials become vector code; a target that has them

@@ -10,7 +10,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from zeptograd.dtype import ConstType, DType, dtypes, to_dtype
+from zeptograd.dtype import NARROW_FLOATS, ConstType, DType, dtypes, to_dtype
 
 Scalar = ConstType
 
@@ -43,13 +43,13 @@ def compute_dtype(dt: DType) -> DType:
 
 
 def tensor_dtype(dtype: DType | str, op: str) -> DType:
-    """A dtype a tensor can have: one the devices can store and compute in (every one but bfloat16 today)."""
+    """A dtype a tensor can have: any scalar dtype but `void` and `index`."""
     try:
         dt = to_dtype(dtype)
     except TypeError as e:  # an unknown name or a non-dtype: say which op was given it
         raise TypeError(f"{op}: {e}") from None
-    if dt.fmt is None:
-        raise TypeError(f"{op}: {dt!r} tensors are not supported on the CPU and PYTHON devices yet")
+    if dt.fmt is None and dt not in NARROW_FLOATS:
+        raise TypeError(f"{op}: there are no {dt!r} tensors")
     return dt
 
 

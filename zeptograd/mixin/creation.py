@@ -32,7 +32,14 @@ _ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 _PARITY = 0x1BD11BDA
 # how many random mantissa bits a float in [0, 1) of each dtype takes: all its fraction bits, so that every
 # value k * 2**-m is exact in the dtype (and never rounds up to 1.0); float64 gets one 32-bit word's worth
-_MANTISSA = {dtypes.float16: 10, dtypes.bfloat16: 7, dtypes.float32: 23, dtypes.float64: 32}
+_MANTISSA = {
+    dtypes.fp8e4m3: 3,
+    dtypes.fp8e5m2: 2,
+    dtypes.float16: 10,
+    dtypes.bfloat16: 7,
+    dtypes.float32: 23,
+    dtypes.float64: 32,
+}
 
 
 def _sizes(shape: tuple, op: str) -> tuple[int, ...]:

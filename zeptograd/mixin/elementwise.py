@@ -76,7 +76,15 @@ _ERFC += (0.0002149061638782382, -7.109331104665148e-05, 3.0054968162197826e-05,
 _ERFC_TAIL = (0.5641895836419638, -0.2820938268518549, 0.4229699652862369, -1.0473252595161424)
 _ERFC_TAIL += (3.3840462432455545, -11.048767164052183, 26.825262271585473, -32.08379079113204)
 
-_BITS = {dtypes.float16: dtypes.int16, dtypes.float32: dtypes.int32, dtypes.float64: dtypes.int64}
+# the signed int of each float's width: its sign bit is the int's
+_BITS = {
+    dtypes.fp8e4m3: dtypes.int8,
+    dtypes.fp8e5m2: dtypes.int8,
+    dtypes.float16: dtypes.int16,
+    dtypes.bfloat16: dtypes.int16,
+    dtypes.float32: dtypes.int32,
+    dtypes.float64: dtypes.int64,
+}
 _ROUNDING_MODES = (None, "trunc", "floor")
 
 

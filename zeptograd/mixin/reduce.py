@@ -121,7 +121,7 @@ class ReduceMixin:
         dt = self.dtype
         if (acc := _small_int_acc(dt)) is not None:
             return self._reduce(Ops.ADD, axis, keepdim, "sum", acc)
-        if dt in (dtypes.float16, dtypes.bfloat16):
+        if dtypes.is_float(dt) and dt.itemsize < 4:  # the 16- and 8-bit floats add in float32, rounding once
             return self._float_sum(axis, keepdim, dtypes.float32).cast(dt)
         if dtypes.is_float(dt):
             return self._float_sum(axis, keepdim, dt)

@@ -467,7 +467,14 @@ class LayerNorm:
 
 
 # the gap from 1.0 to the next float (torch.finfo(dtype).eps): RMSNorm's eps when it is None
-_MACHINE_EPS = {dtypes.float16: 2.0**-10, dtypes.bfloat16: 2.0**-7, dtypes.float32: 2.0**-23, dtypes.float64: 2.0**-52}
+_MACHINE_EPS = {
+    dtypes.fp8e4m3: 2.0**-3,
+    dtypes.fp8e5m2: 2.0**-2,
+    dtypes.float16: 2.0**-10,
+    dtypes.bfloat16: 2.0**-7,
+    dtypes.float32: 2.0**-23,
+    dtypes.float64: 2.0**-52,
+}
 
 
 class RMSNorm:

@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from zeptograd.dtype import DType
+from zeptograd.dtype import NARROW_FLOATS, DType
 from zeptograd.helpers import GlobalCounters
 from zeptograd.uop.ops import Ops, UOp
 
@@ -66,7 +66,9 @@ pool = _Pool()
 
 
 def np_dtype(dt: DType) -> np.dtype:
-    """The numpy dtype that stores `dt`."""
+    """The numpy dtype that stores `dt` (for bfloat16 and fp8: the unsigned int that holds their bits)."""
+    if (fmt := NARROW_FLOATS.get(dt)) is not None:
+        dt = fmt.storage
     if dt.fmt is None:
         raise TypeError(f"{dt!r} has no numpy equivalent and cannot be stored on this device yet")
     return np.dtype(dt.fmt)

@@ -1,0 +1,208 @@
+"""bfloat16 and fp8 (fp8e4m3, fp8e5m2): stored as bits, computed in float32, rounded as torch rounds.
+
+The oracle is torch: its conversions (`.to(torch.bfloat16)`, `float8_e4m3fn`, `float8_e5m2`), its bit patterns
+(`.view(torch.uint16)`) and, for bfloat16, its eager ops (each op computes in float32 and rounds its result).
+"""
+
+import numpy as np
+import pytest
+
+from zeptograd import Tensor, dtypes
+from zeptograd.dtype import NARROW_FLOATS, least_upper_dtype
+
+torch = pytest.importorskip("torch")
+
+DEVICES = ["CPU", "PYTHON"]
+FORMATS = [
+    (dtypes.bfloat16, torch.bfloat16, torch.uint16),
+    (dtypes.fp8e4m3, torch.float8_e4m3fn, torch.uint8),
+    (dtypes.fp8e5m2, torch.float8_e5m2, torch.uint8),
+]
+IDS = [dt.name for dt, _, _ in FORMATS]
+
+
+def _edge_floats() -> np.ndarray:
+    """float32 values that exercise every rounding path: random magnitudes over the whole range, the ties and
+    overflow thresholds of each format, subnormals, zeros of both signs, infinities and NaN."""
+    rng = np.random.default_rng(0)
+    wide = (rng.standard_normal(1500) * 10.0 ** rng.integers(-45, 39, 1500)).astype(np.float32)
+    bits = rng.integers(0, 2**32, 1500, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 1.5e-45, 3e38, 448, 449, 464, 465, 479, 480, 500, 1e4]
+    special += [57344, 61439, 61440, 65535, 65536, 1e5, 2.0**-6, 2.0**-9, 2.0**-10, 3 * 2.0**-11, 2.0**-14]
+    special += [2.0**-16, 3 * 2.0**-17, 2.0**-17, 1 + 2.0**-8, 1 + 3 * 2.0**-8, 1 + 2.0**-4, 1 + 3 * 2.0**-4]
+    special += [1 + 2.0**-3, 1 + 3 * 2.0**-3, 3.3895314e38, 3.3961776e38, 3.4e38]
+    special = np.array(special, np.float32)
+    return np.concatenate([wide, bits, special, -special])
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal values, NaN where NaN, and the sign of every zero."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok], want[ok])
+    np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dt, tdt, _bits", FORMATS, ids=IDS)
+def test_cast_from_float32_rounds_as_torch(device, dt, tdt, _bits):
+    x = _edge_floats()
+    got = Tensor(x, device=device).cast(dt).cast(dtypes.float32).numpy()
+    _same(got, torch.from_numpy(x).to(tdt).float().numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dt, tdt, bits", FORMATS, ids=IDS)
+def test_stored_bits_are_torchs(device, dt, tdt, bits):
+    x = _edge_floats()
+    x = x[~np.isnan(x)]  # torch's NaN patterns differ between its scalar and vector paths
+    storage = NARROW_FLOATS[dt].storage
+    got = Tensor(x, device=device).cast(dt).bitcast(storage).numpy()
+    want = torch.from_numpy(x).to(tdt).view(bits).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dt, tdt, bits", FORMATS, ids=IDS)
+def test_every_bit_pattern_reads_as_torch_reads_it(device, dt, tdt, bits):
+    storage = NARROW_FLOATS[dt].storage
+    patterns = np.arange(2 ** (8 * storage.itemsize), dtype=np.int64)
+    if device == "PYTHON" and storage.itemsize == 2:  # interpreted: a sample, and the patterns around inf and NaN
+        patterns = np.concatenate([patterns[::97], patterns[0x7F70:0x7F90], patterns[0xFF70:0xFF90]])
+    patterns = patterns.astype(np.uint16 if storage.itemsize == 2 else np.uint8)
+    got = Tensor(patterns, device=device).bitcast(dt).numpy()
+    _same(got, torch.from_numpy(patterns.astype(np.int64)).to(bits).view(tdt).float().numpy())
+
+
+@pytest.mark.parametrize("dt, tdt, _bits", FORMATS, ids=IDS)
+@pytest.mark.parametrize("src", ["bool", "int8", "uint8", "int32", "int64", "float16", "float64"])
+def test_cast_from_every_dtype(dt, tdt, _bits, src):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(300) * 300).astype(np.float64)
+    x = np.concatenate([x, [0, 1, -1, 448, 1e4, 65504, 65519]])
+    arr = (x > 0) if src == "bool" else x.astype(src) if src.startswith("float") else np.clip(x, -100, 100).astype(src)
+    got = Tensor(arr).cast(dt).cast(dtypes.float32).numpy()
+    _same(got, torch.from_numpy(arr).to(tdt).float().numpy())
+
+
+@pytest.mark.parametrize("dt, tdt, _bits", FORMATS, ids=IDS)
+@pytest.mark.parametrize("dst", ["bool", "int8", "int32", "int64", "float16", "bfloat16", "float64"])
+def test_cast_to_every_dtype(dt, tdt, _bits, dst):
+    x = np.linspace(-100, 100, 401).astype(np.float32)
+    t = Tensor(x, dtype=dt)
+    got = t.cast(dst)
+    want = torch.from_numpy(x).to(tdt).to(getattr(torch, dst))
+    if dst in ("bfloat16", "float16"):
+        _same(got.cast(dtypes.float32).numpy(), want.float().numpy())
+    else:
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        ("add", lambda a, b: a + b),
+        ("mul", lambda a, b: a * b),
+        ("sub_mul", lambda a, b: (a - b) * a),
+        ("div", lambda a, b: a / b),
+        ("fused", lambda a, b: a * b + a),
+        ("max", lambda a, b: a.maximum(b)),
+        ("where", lambda a, b: (a < b).where(a, b * 2) if isinstance(a, Tensor) else torch.where(a < b, a, b * 2)),
+        ("neg_abs", lambda a, b: -a.abs()),
+        ("sqrt", lambda a, b: a.abs().sqrt()),
+        ("exp", lambda a, b: (a / 8).exp()),
+        ("relu", lambda a, b: a.relu() + b),
+    ],
+)
+def test_bfloat16_ops_round_each_result_as_torch(device, name, fn):
+    # torch computes each bfloat16 op in float32 and rounds its result: so does zeptograd, fused or not
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((2, 64, 33)) * 10).astype(np.float32)
+    got = fn(Tensor(a, dtype="bfloat16", device=device), Tensor(b, dtype="bfloat16", device=device))
+    assert got.dtype is dtypes.bfloat16
+    want = fn(torch.from_numpy(a).bfloat16(), torch.from_numpy(b).bfloat16())
+    np.testing.assert_allclose(got.numpy(), want.float().numpy(), rtol=2**-8 if name in ("exp", "sqrt") else 0)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+def test_bfloat16_reductions(op):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((37, 300)).astype(np.float32)
+    got = getattr(Tensor(a, dtype="bfloat16"), op)(axis=1)
+    want = getattr(torch.from_numpy(a).bfloat16(), op)(dim=1)
+    want = want.values if op == "max" else want
+    assert got.dtype is dtypes.bfloat16
+    # torch and zeptograd both add in float32 and round once, in different orders
+    np.testing.assert_allclose(got.numpy(), want.float().numpy(), rtol=2**-7, atol=1e-2)
+
+
+def test_bfloat16_matmul_and_gradient():
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((32, 8)).astype(np.float32)
+    x = Tensor(a, dtype="bfloat16")
+    x.requires_grad = True
+    y = Tensor(b, dtype="bfloat16")
+    out = x @ y
+    (out * out).sum().backward()
+    tx = torch.from_numpy(a).bfloat16().requires_grad_()
+    tout = tx @ torch.from_numpy(b).bfloat16()
+    (tout * tout).sum().backward()
+    assert out.dtype is dtypes.bfloat16 and x.grad.dtype is dtypes.bfloat16
+    np.testing.assert_allclose(out.numpy(), tout.float().detach().numpy(), rtol=2**-6, atol=0.05)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.float().numpy(), rtol=2**-5, atol=0.3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dt, tdt, _bits", FORMATS, ids=IDS)
+def test_fp8_arithmetic_rounds_each_result(device, dt, tdt, _bits):
+    # torch has no fp8 arithmetic; the oracle is its float32 result rounded by its own conversion
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((2, 200)) * 20).astype(np.float32)
+    ta, tb = torch.from_numpy(a).to(tdt).float(), torch.from_numpy(b).to(tdt).float()
+    want = ((ta * tb).to(tdt).float() + ta).to(tdt).float()
+    got = Tensor(a, dtype=dt, device=device) * Tensor(b, dtype=dt, device=device) + Tensor(a, dtype=dt, device=device)
+    assert got.dtype is dt
+    _same(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("dt, tdt, _bits", FORMATS, ids=IDS)
+def test_storage_and_host_values(dt, tdt, _bits):
+    x = np.array([[1.5, -2.25], [0.125, 3.0]], np.float32)
+    t = Tensor(x, dtype=dt)
+    assert t.dtype is dt and t.element_size() == dt.itemsize and t.nbytes() == 4 * dt.itemsize
+    assert t.numpy().dtype == np.float32  # numpy has no such dtype: the values, as torch's .float().numpy()
+    assert t.tolist() == torch.from_numpy(x).to(tdt).float().tolist()
+    assert Tensor(x, dtype=dt)[1, 0].item() == 0.125
+    np.testing.assert_array_equal(Tensor.arange(-3, 3, dtype=dt).numpy(), np.arange(-3, 3, dtype=np.float32))
+    assert Tensor.zeros(3, dtype=dt).numpy().tolist() == [0.0, 0.0, 0.0]
+    assert Tensor.full((2,), 1000.0, dtype=dt).numpy().tolist() == [torch.tensor(1000.0).to(tdt).item()] * 2
+
+
+def test_random_numbers_in_narrow_floats():
+    Tensor.manual_seed(0)
+    for dt in NARROW_FLOATS:
+        r = Tensor.rand(4096, dtype=dt).numpy()
+        # every k * 2**-m in [0, 1), m the mantissa width, and nothing else (4096 draws hit all 128 at most)
+        m = NARROW_FLOATS[dt].mantissa
+        np.testing.assert_array_equal(np.unique(r), np.arange(2**m) * 2.0**-m)
+        n = Tensor.randn(4096, dtype=dt).numpy()
+        assert abs(n.mean()) < 0.15 and 0.8 < n.std() < 1.2
+
+
+def test_promotion_follows_tinygrads_lattice():
+    assert (Tensor([1.0], dtype="bfloat16") + Tensor([1.0])).dtype is dtypes.float32
+    assert least_upper_dtype(dtypes.bfloat16, dtypes.float16) is dtypes.float32
+    assert least_upper_dtype(dtypes.fp8e4m3, dtypes.fp8e5m2) is dtypes.float16
+    assert least_upper_dtype(dtypes.int64, dtypes.fp8e4m3) is dtypes.fp8e4m3
+    assert (Tensor([3], dtype="int32") * Tensor([0.5], dtype="bfloat16")).dtype is dtypes.bfloat16
+
+
+def test_assign_into_bfloat16_buffer():
+    p = Tensor(np.ones(8, np.float32), dtype="bfloat16")
+    p.assign(p - Tensor(np.full(8, 2.0**-9, np.float32), dtype="bfloat16")).realize()
+    # 1 - 2**-9 rounds back to 1 in bfloat16 (8 bits of precision), as in torch
+    want = torch.ones(8, dtype=torch.bfloat16) - torch.full((8,), 2.0**-9, dtype=torch.bfloat16)
+    np.testing.assert_array_equal(p.numpy(), want.float().numpy())
+    p.assign(p * 3).realize()
+    np.testing.assert_array_equal(p.numpy(), (want * 3).float().numpy())
