@@ -452,3 +452,46 @@ def test_dtype_names_name_the_op() -> None:
         Tensor.ones(2, 3).softmax(1, dtype="bogus")
     with pytest.raises(TypeError, match=r"matmul: unknown dtype name 'bogus'"):
         Tensor.ones(2, 3).matmul(Tensor.ones(3, 2), dtype="bogus")
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("shape, size", [((1, 2, 5, 7), (9, 4)), ((2, 3, 8, 3), (3, 11)), ((1, 1, 4, 4), (4, 9))])
+def test_bilinear_uint8_rounds_as_torch(shape, size, align_corners):
+    # torch resizes uint8 images in fixed point (a width pass, then a height pass, each rounding to uint8):
+    # a float interpolation truncated or rounded back differs from it by 1 in many pixels
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(7).integers(0, 256, shape).astype(np.uint8)
+    got = Tensor(x).interpolate(size, mode="bilinear", align_corners=align_corners)
+    want = torch.nn.functional.interpolate(torch.from_numpy(x), size=size, mode="bilinear", align_corners=align_corners)
+    assert got.dtype is dtypes.uint8
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("shape, axis", [((16, 10), -1), ((4, 7, 5), 1), ((3, 1, 6), 1)])
+def test_softmax_gradients_as_torch(shape, axis):
+    # softmax's gradient is PyTorch's formula y * (g - sum(g * y)), not traced through exp and the division
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    a, g = _rand(rng, shape), _rand(rng, shape)
+    x = Tensor(a)
+    x.requires_grad = True
+    (x.softmax(axis) * Tensor(g)).sum().backward()
+    tx = torch.from_numpy(a).requires_grad_()
+    (torch.softmax(tx, axis) * torch.from_numpy(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape, axis", [((16, 10), -1), ((4, 7, 5), 1)])
+def test_log_softmax_gradient_as_torch(shape, axis):
+    # g - exp(y) * sum(g): as accurate as torch's own against the float64 gradient (both within a few float32
+    # ulps of the largest term, exp(y) * sum(g); 1e-7 absolute is finer than float32 holds once |sum(g)| > 1)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    a, g = _rand(rng, shape), _rand(rng, shape)
+    x = Tensor(a)
+    x.requires_grad = True
+    (x.log_softmax(axis) * Tensor(g)).sum().backward()
+    exact = torch.from_numpy(a).double().requires_grad_()
+    (torch.log_softmax(exact, axis) * torch.from_numpy(g).double()).sum().backward()
+    scale = np.abs(g.astype(np.float64).sum(axis=axis, keepdims=True)).max() + np.abs(g).max()
+    np.testing.assert_allclose(x.grad.numpy(), exact.grad.numpy(), rtol=0, atol=4 * scale * 2.0**-24)

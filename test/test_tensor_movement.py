@@ -688,3 +688,35 @@ def test_pad_value_must_be_a_number() -> None:
 def test_flip_axis_of_wrong_type() -> None:
     with pytest.raises(TypeError, match=r"flip: axis must be an int or a sequence of ints, got 1.5"):
         Tensor.ones(2, 3).flip(1.5)
+
+
+@pytest.mark.parametrize("shapes", [[(0, 3), (2, 3)], [(0,), (2, 3)], [(2, 3), (0, 3), (1, 3)], [(0, 3), (0, 3)]])
+def test_cat_gives_empty_inputs_a_gradient(shapes):
+    # torch gives every input of cat a gradient of its own shape, an empty one for an empty input
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(10)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    xs = [Tensor(a) for a in arrays]
+    for x in xs:
+        x.requires_grad = True
+    out = Tensor.cat(*xs)
+    (out * out).sum().backward()
+    txs = [torch.from_numpy(a).requires_grad_() for a in arrays]
+    tout = torch.cat(txs)
+    (tout * tout).sum().backward()
+    np.testing.assert_array_equal(out.numpy(), tout.detach().numpy())
+    for x, tx in zip(xs, txs):
+        assert x.grad is not None and x.grad.shape == tuple(tx.grad.shape)
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_stack_gives_empty_inputs_a_gradient():
+    torch = pytest.importorskip("torch")
+    xs = [Tensor(np.zeros((0, 3), np.float32)) for _ in range(2)]
+    for x in xs:
+        x.requires_grad = True
+    Tensor.stack(*xs, dim=1).sum().backward()
+    assert all(x.grad is not None and x.grad.shape == (0, 3) for x in xs)
+    txs = [torch.zeros(0, 3, requires_grad=True) for _ in range(2)]
+    torch.stack(txs, dim=1).sum().backward()
+    assert all(tuple(t.grad.shape) == (0, 3) for t in txs)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
+from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
 
@@ -263,6 +264,15 @@ class FunctionalMixin:
         m = x - x.max(axis=axes, keepdim=True)
         return m, m.exp().sum(axis=axes, keepdim=True), out_dt
 
+    def _softmax(self, axis: Any, dtype: DType | str | None, name: str, log: bool = False) -> Tensor:
+        """softmax (or log_softmax) over `axis`, with PyTorch's gradient formula; `name` is the public op's."""
+        m, s, out_dt = self._softmax_parts(axis, dtype, name)
+        if not m.numel():
+            return m.cast(out_dt)
+        if log:
+            return (m - s.log())._custom_grad("log_softmax", m, s).cast(out_dt)
+        return (m.exp() / s)._custom_grad("softmax", m, s).cast(out_dt)
+
     def softmax(self, axis: int = -1, dtype: DType | str | None = None, dim: int | None = None) -> Tensor:
         """exp(x) / sum(exp(x)) over `axis` (`dim` is PyTorch's name), computed as exp(x - max) so large values
         don't overflow; float16 computes in float32 and returns float16, integers return float32.
@@ -270,8 +280,7 @@ class FunctionalMixin:
         >>> [round(v, 4) for v in Tensor([1.0, 2.0, 3.0]).softmax().tolist()]
         [0.09, 0.2447, 0.6652]
         """
-        m, s, out_dt = self._softmax_parts(axis if dim is None else dim, dtype, "softmax")
-        return (m.exp() / s).cast(out_dt) if m.numel() else m.cast(out_dt)
+        return self._softmax(axis if dim is None else dim, dtype, "softmax")
 
     def log_softmax(self, axis: int = -1, dtype: DType | str | None = None, dim: int | None = None) -> Tensor:
         """log(softmax(x)) over `axis`, computed as (x - max) - log(sum(exp(x - max))): finite where softmax
@@ -280,8 +289,7 @@ class FunctionalMixin:
         >>> [round(v, 4) for v in Tensor([1.0, 2.0, 3.0]).log_softmax().tolist()]
         [-2.4076, -1.4076, -0.4076]
         """
-        m, s, out_dt = self._softmax_parts(axis if dim is None else dim, dtype, "log_softmax")
-        return (m - s.log()).cast(out_dt) if m.numel() else m.cast(out_dt)
+        return self._softmax(axis if dim is None else dim, dtype, "log_softmax", log=True)
 
     def softmin(self, axis: int = -1, dtype: DType | str | None = None, dim: int | None = None) -> Tensor:
         """softmax(-x) over `axis`: the weights favour the smallest values.
@@ -290,8 +298,7 @@ class FunctionalMixin:
         [0.6652, 0.2447, 0.09]
         """
         x = self.cast(tensor_dtype(dtype, "softmin")) if dtype is not None else self
-        m, s, out_dt = (-x._float())._softmax_parts(axis if dim is None else dim, None, "softmin")
-        return (m.exp() / s).cast(out_dt) if m.numel() else m.cast(out_dt)
+        return (-x._float())._softmax(axis if dim is None else dim, None, "softmin")
 
     def normalize(self, p: float = 2.0, dim: int | Sequence[int] = 1, eps: float = 1e-12) -> Tensor:
         """x / max(||x||_p, eps), the p-norm taken over `dim` (torch.nn.functional.normalize); `p` may be any
@@ -328,7 +335,8 @@ class FunctionalMixin:
         """Resize the last len(`size`) axes to `size` (tinygrad's form; an int `size` resizes every axis but the
         first two, as in PyTorch). Modes as torch.nn.functional.interpolate: 'nearest' (PyTorch's legacy
         nearest), 'nearest-exact', and 'linear' (with 'bilinear'/'trilinear' for 2/3 axes), each axis
-        interpolated in turn. Integers interpolate in float32 and truncate back.
+        interpolated in turn. Integers interpolate in float32 and truncate back, except uint8 images in bilinear mode,
+        which take PyTorch's fixed-point path and its rounding.
 
         >>> Tensor([[1.0, 3.0]]).interpolate((4,)).tolist()
         [[1.0, 1.5, 2.5, 3.0]]
@@ -352,6 +360,8 @@ class FunctionalMixin:
         if any(s <= 0 for s in size) or any(s <= 0 for s in spatial):
             raise ArgumentError(f"interpolate: sizes must be positive, got input shape {self.shape} and size {size}")
         linear = _INTERPOLATE_MODES[mode] > 0
+        if linear and self.dtype is dtypes.uint8 and len(size) == 2:
+            return self._bilinear_uint8(size, align_corners)
         x = self.cast(compute_dtype(self.dtype)) if linear else self
         for axis in range(self.ndim - len(size), self.ndim):
             n_in, n_out = self.shape[axis], size[axis - self.ndim + len(size)]
@@ -363,6 +373,19 @@ class FunctionalMixin:
             else:
                 x = x._resample(axis, [(_nearest_sources(n_in, n_out, mode == "nearest-exact"), None)])
         return x.cast(self.dtype)
+
+    def _bilinear_uint8(self, size: tuple[int, ...], align_corners: bool) -> Tensor:
+        """PyTorch's bilinear resize of uint8 images: fixed-point weights (as Pillow's resampler), the width first,
+        then the height, each pass rounding to uint8."""
+        x = self
+        for axis in (self.ndim - 1, self.ndim - 2):
+            n_in, n_out = self.shape[axis], size[axis - self.ndim + 2]
+            if n_in == n_out:
+                continue
+            taps, bits = _fixed_point_taps(n_in, n_out, align_corners)
+            acc = x.cast(dtypes.int32)._resample(axis, taps)
+            x = ((acc + (1 << (bits - 1))) >> bits).clip(0, 255).cast(dtypes.uint8)
+        return x
 
     def _resample(self, axis: int, sources: list[tuple[np.ndarray, np.ndarray | None]]) -> Tensor:
         """Output j along `axis` = sum over (index, weight) of weight[j] * self[..., index[j], ...]: a gather
@@ -404,6 +427,36 @@ def _linear_sources(n_in: int, n_out: int, align_corners: bool) -> tuple[np.ndar
     return lo, hi, lam
 
 
+def _fixed_point_taps(n_in: int, n_out: int, align_corners: bool) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
+    """The (source index, integer weight) taps of each output along one axis, and the weights' fraction bits, as
+    PyTorch's uint8 bilinear resize computes them: a triangle filter of support 1 around each output's center,
+    normalized, then scaled to the most fraction bits that keep the largest weight within int16."""
+    if align_corners:
+        scale, offset = ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0), 0.5
+    else:
+        scale = n_in / n_out
+        offset = 0.5 * scale
+    rows = []
+    for i in range(n_out):
+        center = scale * i + offset
+        first = max(int(center - 0.5), 0)
+        stop = min(int(center + 1.5), n_in)
+        w = [max(0.0, 1.0 - abs(j - center + 0.5)) for j in range(first, stop)]
+        total = sum(w)
+        rows.append((first, [v / total for v in w] if total else w))
+    largest = max(max(w, default=0.0) for _, w in rows)
+    bits = 0
+    while bits < 22 and int(0.5 + largest * (1 << (bits + 1))) < 1 << 15:
+        bits += 1
+    width = max(len(w) for _, w in rows)
+    taps = []
+    for k in range(width):
+        idx = np.array([min(first + k, n_in - 1) for first, _ in rows], np.int32)
+        weight = np.array([int(0.5 + w[k] * (1 << bits)) if k < len(w) else 0 for _, w in rows], np.int32)
+        taps.append((idx, weight))
+    return taps, bits
+
+
 def _nearest_sources(n_in: int, n_out: int, exact: bool) -> np.ndarray:
     """PyTorch's nearest source index of each output along one axis ('nearest' or 'nearest-exact')."""
     dst = np.arange(n_out, dtype=np.int64)
@@ -415,3 +468,24 @@ def _nearest_sources(n_in: int, n_out: int, exact: bool) -> np.ndarray:
     else:
         src = np.floor(dst.astype(np.float32) * scale)
     return np.minimum(src.astype(np.int64), n_in - 1)
+
+
+def _normalized_axes(s: Tensor, x: Tensor) -> tuple[int, ...]:
+    """The axes a softmax normalized over: where its sum (kept as size 1) is narrower than the input (an axis
+    of size 1 either way sums to itself, so leaving it out changes nothing)."""
+    return tuple(i for i, (a, b) in enumerate(zip(s.shape, x.shape)) if a != b)
+
+
+@custom_gradient("softmax")
+def _softmax_grad(g: Tensor, y: Tensor, m: Tensor, s: Tensor) -> tuple[Tensor | None, None]:
+    """dx = y * (g - sum(g * y)) over the softmax's axis, as PyTorch computes it (not traced through exp and
+    the division: fewer roundings, and the same ones as torch's)."""
+    axes = _normalized_axes(s, m)
+    return y * (g - (g * y).sum(axis=axes, keepdim=True)), None
+
+
+@custom_gradient("log_softmax")
+def _log_softmax_grad(g: Tensor, y: Tensor, m: Tensor, s: Tensor) -> tuple[Tensor | None, None]:
+    """dx = g - exp(y) * sum(g) over the axis, as PyTorch computes it."""
+    axes = _normalized_axes(s, m)
+    return g - y.exp() * g.sum(axis=axes, keepdim=True), None

@@ -525,7 +525,9 @@ class MovementMixin:
                     f"cat: sizes must match except in dim {dim}: got shapes " + ", ".join(str(t.shape) for t in tensors)
                 )
         joined = [t.cast(dt) for t in joined]
-        if len(joined) == 1:
+        # the empty pieces contribute no values, but torch gives them an (empty) gradient: they stay in the graph
+        empty = [t for t in tensors if t.numel() == 0 and dtypes.is_float(t.dtype)]
+        if len(joined) == 1 and not empty:
             return joined[0]
         total = sum(t.shape[d] for t in joined)
         out: Tensor | None = None
@@ -543,7 +545,10 @@ class MovementMixin:
             else:
                 inside = t.ones(t.shape, dtype=dtypes.bool, device=t.device)._pad_dim(d, offset, total - offset - size)
                 out = inside.where(padded, out)
-        return out if out is not None else joined[0]._pad_dim(d, 0, total - joined[0].shape[d])
+        out = out if out is not None else joined[0]._pad_dim(d, 0, total - joined[0].shape[d])
+        for t in empty:  # as the branch a where never takes
+            out = out.ones((), dtype=dtypes.bool, device=out.device).where(out, t.sum().cast(out.dtype))
+        return out
 
     def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
         """This tensor and `args` (all of one shape) joined along a new axis `dim`. Dtypes promote as in PyTorch.
