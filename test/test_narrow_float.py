@@ -206,3 +206,13 @@ def test_assign_into_bfloat16_buffer():
     np.testing.assert_array_equal(p.numpy(), want.float().numpy())
     p.assign(p * 3).realize()
     np.testing.assert_array_equal(p.numpy(), (want * 3).float().numpy())
+
+
+@pytest.mark.parametrize("dt, tdt, bits", FORMATS, ids=IDS)
+def test_copies_keep_every_bit_pattern(dt, tdt, bits):
+    # a copy moves bits, as torch's clone does: NaN payloads and signs survive (no trip through float32)
+    storage = NARROW_FLOATS[dt].storage
+    patterns = np.arange(2 ** (8 * storage.itemsize), dtype=np.int64).astype(f"uint{8 * storage.itemsize}")
+    t = Tensor(patterns).bitcast(dt)
+    np.testing.assert_array_equal(t.contiguous().bitcast(storage).numpy(), patterns)
+    np.testing.assert_array_equal(t.flip(0).contiguous().bitcast(storage).numpy(), patterns[::-1])

@@ -289,3 +289,46 @@ def test_dropout_drops_under_the_training_flag():
     with Context(TRAINING=1):
         kept = (x.dropout(0.5).numpy() != 0).mean()
     assert 0.4 < kept < 0.6
+
+
+@pytest.mark.parametrize(
+    "src, dst",
+    [("float32", "uint16"), ("float32", "int8"), ("float32", "float64"), ("float64", "int16"), ("int8", "float32")]
+    + [("uint16", "float16"), ("float16", "uint8"), ("int64", "int32"), ("uint8", "int64"), ("bfloat16", "uint8")],
+)
+def test_bitcast_between_sizes_scales_the_last_axis(src, dst):
+    # the oracle: numpy's view of the same bytes (little-endian), as torch's Tensor.view(dtype)
+    raw = np.random.default_rng(11).integers(0, 256, (3, 16), dtype=np.uint8)
+    if src == "bfloat16":
+        t, want = Tensor(raw).bitcast("uint16").bitcast("bfloat16"), raw.view(dst)
+    else:
+        t, want = Tensor(raw.view(src)), raw.view(dst)
+    got = t.bitcast(dst)
+    assert got.shape == want.shape and got.dtype is getattr(dtypes, dst)
+    np.testing.assert_array_equal(got.numpy().view(np.uint8), want.view(np.uint8))
+
+
+def test_clone_keeps_the_gradient_and_deepcopy_copies():
+    import copy
+
+    x = Tensor([1.0, 2.0])
+    x.requires_grad = True
+    (x * x).sum().backward()
+    c = x.clone()
+    assert c.grad is not None and c.grad.tolist() == [2.0, 4.0]  # tinygrad's clone keeps .grad
+    d = copy.deepcopy(x + 1)
+    assert d.tolist() == [2.0, 3.0]
+    x.assign(Tensor([5.0, 5.0])).realize()
+    assert d.tolist() == [2.0, 3.0] and c.tolist() == [1.0, 2.0]  # copies of their own
+
+
+def test_gradients_accumulate_across_backward_calls():
+    torch = pytest.importorskip("torch")
+    x = Tensor([1.0, 2.0])
+    x.requires_grad = True
+    (x * 2).sum().backward()
+    (x * x).sum().backward()
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    (tx * 2).sum().backward()
+    (tx * tx).sum().backward()
+    assert x.grad.tolist() == tx.grad.tolist()

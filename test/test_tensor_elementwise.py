@@ -1047,7 +1047,8 @@ def test_type_errors(fn: Callable[[], Any], pattern: str):
 @pytest.mark.parametrize(
     ("fn", "pattern"),
     [
-        (lambda: Tensor([1.0]).bitcast(dtypes.int16), r"bitcast.*float32.*int16.*4 and 2 bytes"),
+        (lambda: Tensor([1, 2, 3], dtype="int16").bitcast(dtypes.int32), r"bitcast.*int16.*int32.*last axis \(3\)"),
+        (lambda: Tensor(1.0).bitcast(dtypes.int16), r"bitcast.*float32.*int16.*0-d"),
         (lambda: Tensor([1.0]).div(2, rounding_mode="round"), r"div.*rounding_mode.*'round'"),
         (lambda: Tensor([1.0]).gelu(approximate="fast"), r"gelu.*'fast'"),
         (lambda: Tensor([2]) ** -1, r"pow.*int32 \*\* -1"),

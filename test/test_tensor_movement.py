@@ -720,3 +720,17 @@ def test_stack_gives_empty_inputs_a_gradient():
     txs = [torch.zeros(0, 3, requires_grad=True) for _ in range(2)]
     torch.stack(txs, dim=1).sum().backward()
     assert all(tuple(t.grad.shape) == (0, 3) for t in txs)
+
+
+def test_shrink_to_and_pad_to():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(Tensor(a).shrink_to(2, None).numpy(), a[:2])
+    np.testing.assert_array_equal(Tensor(a).shrink_to((1, 3)).numpy(), a[:1, :3])
+    np.testing.assert_array_equal(Tensor(a).pad_to(4, 6).numpy(), np.pad(a, ((0, 1), (0, 2))))
+    np.testing.assert_array_equal(Tensor(a).pad_to(None, 5).numpy(), np.pad(a, ((0, 0), (0, 1))))
+    with pytest.raises(ValueError, match=r"shrink_to: cannot shrink shape \(3, 4\) to \(4, 4\)"):
+        Tensor(a).shrink_to(4, 4)
+    with pytest.raises(ValueError, match=r"pad_to: cannot pad shape \(3, 4\) to \(3, 2\)"):
+        Tensor(a).pad_to(3, 2)
+    with pytest.raises(ValueError, match="pad_to: shape"):
+        Tensor(a).pad_to(3)

@@ -385,7 +385,8 @@ class Tensor(
         return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device), device=device)
 
     def clone(self) -> Tensor:
-        """A copy of the values in a buffer of its own: assigning to one does not change the other.
+        """A copy of the values in a buffer of its own: assigning to one does not change the other. `.grad` is
+        cloned along, as in tinygrad.
 
         >>> a = Tensor([1, 2]).realize()
         >>> b = a.clone()
@@ -393,7 +394,17 @@ class Tensor(
         >>> b.tolist()
         [1, 2]
         """
-        return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+        out = self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+        if self.grad is not None:  # tinygrad's clone keeps the gradient (a copy of it)
+            out.grad = self.grad.clone()
+        return out
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """`copy.deepcopy(t)`: a realized copy in a buffer of its own, with a copy of `.grad`, as torch's."""
+        out = self.clone().realize()
+        out.requires_grad = self.requires_grad
+        memo[id(self)] = out
+        return out
 
     def contiguous(self) -> Tensor:
         """This tensor's value in its own buffer: ends the kernel here (the value is not recomputed)."""

@@ -141,6 +141,17 @@ def _widen(x: UOp) -> UOp:
     return wide if x.op in (Ops.MAX, Ops.NEG) else _round(wide, dt)  # a choice or a sign flip is exact
 
 
+def _bits_of(x: UOp) -> UOp:
+    """The storage bits of the narrow value x: as loaded or bitcast when it comes straight from memory or from
+    another dtype's bits (every bit pattern kept, NaN payloads too), else encoded from its float32 value."""
+    fmt = NARROW_FLOATS[x.dtype]
+    if x.op is Ops.LOAD:
+        return x.replace(dtype=fmt.storage, src=(_storage_pointer(x.src[0]), *x.src[1:]))
+    if x.op is Ops.BITCAST:
+        return x.src[0].bitcast(fmt.storage)
+    return encode(_wide(x), fmt)
+
+
 def _cast_from_narrow(c: UOp, x: UOp) -> UOp | None:
     if _narrow(c.dtype) is not None:
         return None  # narrow -> narrow: widened (and rounded) where its consumer widens it
@@ -150,21 +161,23 @@ def _cast_from_narrow(c: UOp, x: UOp) -> UOp | None:
 def _store(st: UOp) -> UOp | None:
     if (fmt := _pointee(st.src[0])) is None:
         return None
-    return st.replace(src=(_storage_pointer(st.src[0]), encode(_wide(st.src[1]), fmt), *st.src[2:]))
+    value = st.src[1]
+    bits = _bits_of(value) if value.dtype in NARROW_FLOATS else encode(_wide(value), fmt)
+    return st.replace(src=(_storage_pointer(st.src[0]), bits, *st.src[2:]))
 
 
 NARROW = tuple(NARROW_FLOATS)
 
 narrow_floats = PatternMatcher(
     [
-        # STORE(p: narrow*, x) -> STORE(p as bits*, encode(float32(x)))
+        # STORE(p: narrow*, x) -> STORE(p as bits*, bits of x)
         (UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat()), allow_any_len=True, name="st"), _store, "narrow store"),
         # CAST(x: narrow, float32) -> x's op in float32, rounded; CAST(x: narrow, t) -> CAST(float32(x), t)
         (UPat(Ops.CAST, src=(UPat(dtype=NARROW, name="x"),), name="c"), _cast_from_narrow, "widen narrow"),
-        # BITCAST(x: narrow, t) -> BITCAST(encode(float32(x)), t)
+        # BITCAST(x: narrow, t) -> BITCAST(bits of x, t)
         (
             UPat(Ops.BITCAST, src=(UPat(dtype=NARROW, name="x"),), name="b"),
-            lambda b, x: encode(_wide(x), NARROW_FLOATS[x.dtype]).bitcast(b.dtype),
+            lambda b, x: _bits_of(x).bitcast(b.dtype),
             "bitcast narrow -> bitcast its bits",
         ),
         # a < b on narrow values -> float32(a) < float32(b)

@@ -1429,7 +1429,8 @@ class ElementwiseMixin:
     # *** casts ***
 
     def bitcast(self, dtype: DType | str) -> Tensor:
-        """The same bits read as `dtype`, which must have the same size (bool is not allowed either way).
+        """The same bits read as `dtype` (bool is not allowed either way). To a dtype of another size, the last
+        axis scales by the ratio of the sizes, as torch's `view(dtype)`.
 
         >>> Tensor([1.0]).bitcast("int32").tolist()
         [1065353216]
@@ -1438,9 +1439,31 @@ class ElementwiseMixin:
         if dtypes.is_bool(dt) or dtypes.is_bool(self.dtype):
             raise TypeError(f"bitcast: cannot bitcast {self.dtype!r} to {dt!r}: bool has no defined bit pattern")
         if dt.itemsize != self.dtype.itemsize:
-            sizes = f"{self.dtype.itemsize} and {dt.itemsize} bytes"
-            raise ArgumentError(f"bitcast: cannot bitcast {self.dtype!r} to {dt!r}: the sizes differ ({sizes})")
+            return self._bitcast_resized(dt)
         return self._new(self.uop.bitcast(dt))
+
+    def _bitcast_resized(self, dt: DType) -> Tensor:
+        """bitcast to a dtype of another size: the last axis scales by the ratio of the sizes (as torch's
+        `view(dtype)` and tinygrad's bitcast), bytes in little-endian order."""
+        src, name = self.dtype, f"bitcast from {self.dtype!r} to {dt!r}"
+        if not self.ndim:
+            raise ArgumentError(f"{name}: the sizes differ, and a 0-d tensor has no last axis to scale")
+        unsigned = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+        *lead, n = self.shape
+        bits = self.bitcast(unsigned[src.itemsize])
+        if src.itemsize > dt.itemsize:  # each element splits into `ratio` narrower ones, the low bytes first
+            ratio, width = src.itemsize // dt.itemsize, 8 * dt.itemsize
+            mask = (1 << width) - 1
+            parts = [((bits >> (width * k)) & mask).cast(unsigned[dt.itemsize]) for k in range(ratio)]
+            return parts[0].stack(*parts[1:], dim=-1).reshape(*lead, n * ratio).bitcast(dt)
+        ratio, width = dt.itemsize // src.itemsize, 8 * src.itemsize
+        if n % ratio:
+            raise ArgumentError(f"{name}: the last axis ({n}) must be a multiple of {ratio}")
+        groups = bits.reshape(*lead, n // ratio, ratio).cast(unsigned[dt.itemsize])
+        out = groups[..., 0]
+        for k in range(1, ratio):
+            out = out | (groups[..., k] << (width * k))
+        return out.bitcast(dt)
 
     # *** operators ***
 

@@ -399,6 +399,40 @@ class MovementMixin:
             out.append((int_arg(p[0], "pad", "a padding"), int_arg(p[1], "pad", "a padding")))
         return out
 
+    def shrink_to(self, *shape: Any) -> Tensor:
+        """The first `shape[i]` elements of each axis (None keeps an axis's size), as tinygrad's shrink_to.
+
+        >>> Tensor.ones(3, 4).shrink_to(2, None).shape
+        (2, 4)
+        """
+        sizes = self._target_sizes(shape, "shrink_to")
+        if any(n > have for n, have in zip(sizes, self.shape)):
+            raise ArgumentError(f"shrink_to: cannot shrink shape {self.shape} to {sizes}: a size grows")
+        return self.shrink(tuple((0, n) for n in sizes))
+
+    def pad_to(self, *shape: Any) -> Tensor:
+        """Zeros appended to each axis up to `shape[i]` (None keeps an axis's size), as tinygrad's pad_to.
+
+        >>> Tensor([1, 2]).pad_to(4).tolist()
+        [1, 2, 0, 0]
+        """
+        sizes = self._target_sizes(shape, "pad_to")
+        if any(n < have for n, have in zip(sizes, self.shape)):
+            raise ArgumentError(f"pad_to: cannot pad shape {self.shape} to {sizes}: a size shrinks")
+        return self.pad(tuple((0, n - have) for n, have in zip(sizes, self.shape)))
+
+    def _target_sizes(self, shape: tuple[Any, ...], op: str) -> tuple[int, ...]:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if len(shape) != self.ndim:
+            raise ArgumentError(f"{op}: shape {shape} has {len(shape)} sizes for a tensor of shape {self.shape}")
+        out = []
+        for n, have in zip(shape, self.shape):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+                raise ArgumentError(f"{op}: sizes must be non-negative ints or None, got {shape}")
+            out.append(have if n is None else n)
+        return tuple(out)
+
     def pad(self, padding: Sequence[Any], mode: str = "constant", value: Scalar = 0.0) -> Tensor:
         """Pad each axis: `padding` is ((before, after) or None) per axis, or PyTorch's flat form
         (last_before, last_after, second_last_before, ...). Negative sizes crop. `mode` is 'constant' (with
