@@ -400,7 +400,13 @@ class _Function:
             self.bind(u, f"{'sdiv' if op is Ops.IDIV else 'srem'} {ty} {a[0]}, {a[1]}")
             return
         # floor: the truncated quotient less one (the remainder plus the divisor) when the remainder is nonzero
-        # and its sign differs from the divisor's
+        # and its sign differs from the divisor's. Narrower ints compute in i64, as C's helper does: there
+        # INT32_MIN / -1 does not overflow (and so does not trap)
+        narrow = dt.itemsize < 8
+        if narrow:
+            wide = lltype(dtypes.int64.vec(dt.count))
+            a = [self.tmp(f"sext {ty} {x} to {wide}") for x in a]
+            ty, dt = wide, dtypes.int64.vec(dt.count)
         q = self.tmp(f"sdiv {ty} {a[0]}, {a[1]}")
         r = self.tmp(f"srem {ty} {a[0]}, {a[1]}")
         zero = _zero(dt)
@@ -411,10 +417,14 @@ class _Function:
         fix = self.tmp(f"and i1 {nonzero}, {differ}")
         if op is Ops.IDIV:
             one = self.tmp(f"zext i1 {fix} to {ty}")
-            self.bind(u, f"sub {ty} {q}, {one}")
+            out = self.tmp(f"sub {ty} {q}, {one}")
         else:
             add = self.tmp(f"select i1 {fix}, {ty} {a[1]}, {ty} {zero}")
-            self.bind(u, f"add {ty} {r}, {add}")
+            out = self.tmp(f"add {ty} {r}, {add}")
+        if narrow:
+            self.bind(u, f"trunc {ty} {out} to {lltype(u.dtype)}")
+        else:
+            self.names[u] = out
 
 
 def _align(index: UOp, dt: DType) -> int:
