@@ -307,6 +307,8 @@ class _Function:
             kind = "fpext" if d.itemsize > s.itemsize else "fptrunc" if d.itemsize < s.itemsize else None
             if kind is None:
                 self.names[u] = self.names[u.src[0]]
+            elif s is dtypes.float64 and d is dtypes.float16:
+                self.names[u] = self.double_to_half(u.src[0], dst.count)
             else:
                 self.bind(u, f"{kind} {x} to {to}")
         elif dtypes.is_float(s):
@@ -328,6 +330,33 @@ class _Function:
             self.bind(u, f"trunc {x} to {to}")
         else:
             self.names[u] = self.names[u.src[0]]  # int32 <-> uint32: the same bits
+
+    def double_to_half(self, x: UOp, count: int) -> str:
+        """float64 -> float16 rounded once, without the libcall LLVM would make (`__truncdfhf2`, not in every
+        process): round to float32 *to odd* (toward zero, the last bit set when inexact), then to half. float32
+        has 13 more bits than half, so the odd last bit only stands for "inexact" and the second rounding is
+        the correct one."""
+        d, f, i = (lltype(t.vec(count)) for t in (dtypes.float64, dtypes.float32, dtypes.int32))
+        b = lltype(dtypes.bool.vec(count))
+        val = self.names[x]
+        for fn, ty in ((f"@llvm.fabs.{_suffix(dtypes.float64.vec(count))}", d), (f"@llvm.fabs.{_suffix(dtypes.float32.vec(count))}", f)):
+            self.declares.add(f"declare {ty} {fn}({ty})")
+        near = self.tmp(f"fptrunc {d} {val} to {f}")
+        back = self.tmp(f"fpext {f} {near} to {d}")
+        inexact = self.tmp(f"fcmp one {d} {back}, {val}")
+        abs_near = self.tmp(f"call {f} @llvm.fabs.{_suffix(dtypes.float32.vec(count))}({f} {near})")
+        finite = self.tmp(f"fcmp one {f} {abs_near}, {llvm_const(float('inf'), dtypes.float32.vec(count))}")
+        bits = self.tmp(f"bitcast {f} {near} to {i}")
+        even = self.tmp(f"icmp eq {i} {self.tmp(f'and {i} {bits}, {llvm_const(1, dtypes.int32.vec(count))}')}, {_zero(dtypes.int32.vec(count))}")
+        fix = self.tmp(f"and {b} {self.tmp(f'and {b} {inexact}, {finite}')}, {even}")
+        # the odd neighbour: one step toward zero when rounding went away from zero, else one step away
+        abs_back = self.tmp(f"call {d} @llvm.fabs.{_suffix(dtypes.float64.vec(count))}({d} {back})")
+        abs_val = self.tmp(f"call {d} @llvm.fabs.{_suffix(dtypes.float64.vec(count))}({d} {val})")
+        away = self.tmp(f"fcmp ogt {d} {abs_back}, {abs_val}")
+        step = self.tmp(f"select {b} {away}, {i} {llvm_const(-1, dtypes.int32.vec(count))}, {i} {llvm_const(1, dtypes.int32.vec(count))}")
+        moved = self.tmp(f"add {i} {bits}, {step}")
+        odd = self.tmp(f"bitcast {i} {self.tmp(f'select {b} {fix}, {i} {moved}, {i} {bits}')} to {f}")
+        return self.tmp(f"fptrunc {f} {odd} to {lltype(dtypes.float16.vec(count))}")
 
     def render_alu(self, u: UOp) -> None:
         op, dt = u.op, u.dtype
@@ -374,6 +403,12 @@ class _Function:
             self.render_divmod(u, a)
         elif op is Ops.RECIPROCAL:
             self.bind(u, f"fdiv {ty} {llvm_const(1.0, dt)}, {a[0]}")
+        elif op is Ops.MULACC and scalar is dtypes.float16:
+            # as GCC computes `a * b + c` in _Float16: in float (the product is exact there), rounded once to half
+            f = lltype(dtypes.float32.vec(dt.count))
+            x, y, z = (self.tmp(f"fpext {ty} {v} to {f}") for v in a)
+            total = self.tmp(f"fadd {f} {self.tmp(f'fmul {f} {x}, {y}')}, {z}")
+            self.bind(u, f"fptrunc {f} {total} to {ty}")
         elif op is Ops.MULACC and is_float:
             fn = f"@llvm.fma.{_suffix(dt)}"
             self.declares.add(f"declare {ty} {fn}({ty}, {ty}, {ty})")
