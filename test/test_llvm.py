@@ -205,7 +205,7 @@ def test_fused_kernel_is_one_launch():
     out = ((ta * tb + tc).relu() * 2 - 1).sum(axis=1)
     got = out.numpy()
     assert GlobalCounters.kernel_count == 1
-    np.testing.assert_allclose(got, ((np.maximum(a * b + c, 0) * 2 - 1)).sum(axis=1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, (np.maximum(a * b + c, 0) * 2 - 1).sum(axis=1), rtol=1e-4, atol=1e-4)
 
 
 def test_softmax_and_movement():
@@ -315,7 +315,9 @@ def test_float64_to_float16_rounds_once():
     h = rng.integers(0, 0x7BFF, 4000).astype(np.uint16).view(np.float16)
     lo, hi = h.astype(np.float64), np.nextafter(h, np.float16(np.inf)).astype(np.float64)
     mid = (lo + hi) / 2
-    x = np.concatenate([mid, np.nextafter(mid, 0), np.nextafter(mid, 1e9), -mid, [np.inf, -np.inf, 1e300, 5e-324, -0.0]])
+    x = np.concatenate(
+        [mid, np.nextafter(mid, 0), np.nextafter(mid, 1e9), -mid, [np.inf, -np.inf, 1e300, 5e-324, -0.0]]
+    )
     x = np.concatenate([x, [np.nan]])
     with np.errstate(over="ignore"):
         want = x.astype(np.float16)

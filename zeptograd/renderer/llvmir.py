@@ -231,7 +231,9 @@ class _Function:
                 self.bind(u, f"extractelement {self.operand(src)}, i32 {u.arg[0]}")
             else:
                 mask = ", ".join(f"i32 {i}" for i in u.arg)
-                self.bind(u, f"shufflevector {self.operand(src)}, {lltype(src.dtype)} poison, <{len(u.arg)} x i32> <{mask}>")
+                self.bind(
+                    u, f"shufflevector {self.operand(src)}, {lltype(src.dtype)} poison, <{len(u.arg)} x i32> <{mask}>"
+                )
         elif op is Ops.CAST:
             self.render_cast(u)
         elif op is Ops.BITCAST:
@@ -270,7 +272,9 @@ class _Function:
         assert isinstance(ptr, PtrDType)
         # a gated address may lie outside its buffer when the gate is off: no `inbounds` promise then
         inbounds = "" if len(u.src) == 3 else "inbounds "
-        self.bind(u, f"getelementptr {inbounds}{memtype(ptr.base)}, ptr {self.names[u.src[0]]}, {self.operand(u.src[1])}")
+        self.bind(
+            u, f"getelementptr {inbounds}{memtype(ptr.base)}, ptr {self.names[u.src[0]]}, {self.operand(u.src[1])}"
+        )
 
     def render_load(self, u: UOp) -> None:
         index = u.src[0]
@@ -336,24 +340,25 @@ class _Function:
         process): round to float32 *to odd* (toward zero, the last bit set when inexact), then to half. float32
         has 13 more bits than half, so the odd last bit only stands for "inexact" and the second rounding is
         the correct one."""
-        d, f, i = (lltype(t.vec(count)) for t in (dtypes.float64, dtypes.float32, dtypes.int32))
-        b = lltype(dtypes.bool.vec(count))
+        f64, f32, i32 = (t.vec(count) for t in (dtypes.float64, dtypes.float32, dtypes.int32))
+        d, f, i, b = lltype(f64), lltype(f32), lltype(i32), lltype(dtypes.bool.vec(count))
+        fabs_d, fabs_f = f"@llvm.fabs.{_suffix(f64)}", f"@llvm.fabs.{_suffix(f32)}"
+        self.declares |= {f"declare {d} {fabs_d}({d})", f"declare {f} {fabs_f}({f})"}
         val = self.names[x]
-        for fn, ty in ((f"@llvm.fabs.{_suffix(dtypes.float64.vec(count))}", d), (f"@llvm.fabs.{_suffix(dtypes.float32.vec(count))}", f)):
-            self.declares.add(f"declare {ty} {fn}({ty})")
         near = self.tmp(f"fptrunc {d} {val} to {f}")
         back = self.tmp(f"fpext {f} {near} to {d}")
         inexact = self.tmp(f"fcmp one {d} {back}, {val}")
-        abs_near = self.tmp(f"call {f} @llvm.fabs.{_suffix(dtypes.float32.vec(count))}({f} {near})")
-        finite = self.tmp(f"fcmp one {f} {abs_near}, {llvm_const(float('inf'), dtypes.float32.vec(count))}")
+        abs_near = self.tmp(f"call {f} {fabs_f}({f} {near})")
+        finite = self.tmp(f"fcmp one {f} {abs_near}, {llvm_const(float('inf'), f32)}")
         bits = self.tmp(f"bitcast {f} {near} to {i}")
-        even = self.tmp(f"icmp eq {i} {self.tmp(f'and {i} {bits}, {llvm_const(1, dtypes.int32.vec(count))}')}, {_zero(dtypes.int32.vec(count))}")
+        low = self.tmp(f"and {i} {bits}, {llvm_const(1, i32)}")
+        even = self.tmp(f"icmp eq {i} {low}, {_zero(i32)}")
         fix = self.tmp(f"and {b} {self.tmp(f'and {b} {inexact}, {finite}')}, {even}")
         # the odd neighbour: one step toward zero when rounding went away from zero, else one step away
-        abs_back = self.tmp(f"call {d} @llvm.fabs.{_suffix(dtypes.float64.vec(count))}({d} {back})")
-        abs_val = self.tmp(f"call {d} @llvm.fabs.{_suffix(dtypes.float64.vec(count))}({d} {val})")
+        abs_back = self.tmp(f"call {d} {fabs_d}({d} {back})")
+        abs_val = self.tmp(f"call {d} {fabs_d}({d} {val})")
         away = self.tmp(f"fcmp ogt {d} {abs_back}, {abs_val}")
-        step = self.tmp(f"select {b} {away}, {i} {llvm_const(-1, dtypes.int32.vec(count))}, {i} {llvm_const(1, dtypes.int32.vec(count))}")
+        step = self.tmp(f"select {b} {away}, {i} {llvm_const(-1, i32)}, {i} {llvm_const(1, i32)}")
         moved = self.tmp(f"add {i} {bits}, {step}")
         odd = self.tmp(f"bitcast {i} {self.tmp(f'select {b} {fix}, {i} {moved}, {i} {bits}')} to {f}")
         return self.tmp(f"fptrunc {f} {odd} to {lltype(dtypes.float16.vec(count))}")
@@ -370,7 +375,9 @@ class _Function:
             if is_float:
                 self.bind(u, f"fcmp {_FLOAT_CMP[op]} {oty} {a[0]}, {a[1]}")
             else:
-                pred = {Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}.get(op) or ("ult" if dtypes.is_unsigned(scalar) or is_bool else "slt")
+                pred = {Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}.get(op) or (
+                    "ult" if dtypes.is_unsigned(scalar) or is_bool else "slt"
+                )
                 self.bind(u, f"icmp {pred} {oty} {a[0]}, {a[1]}")
         elif op is Ops.WHERE:
             self.bind(u, f"select {self.operand(u.src[0])}, {ty} {a[1]}, {ty} {a[2]}")
@@ -471,5 +478,3 @@ def _align(index: UOp, dt: DType) -> int:
     if base.count > 1:
         return base.scalar().itemsize * base.count if base.scalar() is not dtypes.bool else base.count
     return max(base.itemsize, 1)
-
-

@@ -25,6 +25,7 @@ from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
 from zeptograd.runtime.ops_cpu import _pool
 from zeptograd.uop.ops import Ops
 
+
 class LLVMCompileError(RuntimeError):
     """LLVM rejected a generated kernel (a renderer bug: the message has the IR)."""
 
