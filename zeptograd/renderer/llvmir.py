@@ -14,11 +14,12 @@ operands are known non-negative (the value ranges say so); otherwise the floor i
 
 >>> from zeptograd.uop.ops import UOp
 >>> print(llvm_const(1.5, dtypes.float32), llvm_const(-1, dtypes.uint8), llvm_const(True, dtypes.bool.vec(2)))
-0x3FF8000000000000 -1 <i1 true, i1 true>
+1.5 -1 splat (i1 true)
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Sequence
 
@@ -76,16 +77,20 @@ def memtype(dt: DType) -> str:
 
 
 def llvm_const(value: object, dt: DType) -> str:
-    """An LLVM literal of `dt` (without its type): floats as the exact hex of their double, ints as signed."""
+    """An LLVM literal of `dt` (without its type): a finite float as the shortest decimal that is exactly its
+    value, inf and NaN as the hex of their double, ints as signed, a vector as a splat."""
     if dt.count > 1:
-        lane = llvm_const(value, dt.scalar())
-        return "<" + ", ".join([f"{lltype(dt.scalar())} {lane}"] * dt.count) + ">"
+        return f"splat ({lltype(dt.scalar())} {llvm_const(value, dt.scalar())})"
     if dt is dtypes.bool:
         return "true" if value else "false"
     if dtypes.is_float(dt):
         x = truncate(float(value), dt)  # type: ignore[arg-type]
         if dt is dtypes.float16:
             return "0xH" + struct.pack(">e", x).hex().upper()
+        if math.isfinite(x):
+            # Python's shortest repr parses back to exactly this double (and so to this float32): readable
+            text = repr(x)
+            return text if "." in text else text.replace("e", ".0e")
         return "0x" + struct.pack(">d", x).hex().upper()
     assert isinstance(value, int)
     bits = 8 * dt.itemsize
@@ -293,6 +298,14 @@ class _Function:
 
     def render_vectorize(self, u: UOp) -> None:
         ty = lltype(u.dtype)
+        if all(s.op is Ops.CONST for s in u.src) and len({s.arg for s in u.src}) == 1:
+            self.names[u] = llvm_const(u.src[0].arg, u.dtype)
+            return
+        if all(s.op is Ops.CONST for s in u.src):
+            # a vector of constants is a literal, not a chain of insertelements
+            scalar = lltype(u.dtype.scalar())
+            self.names[u] = "<" + ", ".join(f"{scalar} {self.names[s]}" for s in u.src) + ">"
+            return
         acc = "poison"
         for i, s in enumerate(u.src):
             acc = self.tmp(f"insertelement {ty} {acc}, {self.operand(s)}, i32 {i}")
