@@ -324,3 +324,11 @@ def test_float64_to_float16_rounds_once():
     got = llvm(x).cast(dtypes.float16).numpy()
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_bool_add_and_mul_are_or_and_and():
+    """i1 `add` wraps (True + True would be False): on bools ADD renders as `or` and MUL as `and`, as numpy."""
+    a = np.array([True, True, False, False] * 3)
+    b = np.array([True, False, True, False] * 3)
+    close(llvm(a) + llvm(b), a + b)
+    close(llvm(a) * llvm(b), a * b)

@@ -394,6 +394,9 @@ class _Function:
                 self.bind(u, f"icmp {pred} {oty} {a[0]}, {a[1]}")
         elif op is Ops.WHERE:
             self.bind(u, f"select {self.operand(u.src[0])}, {ty} {a[1]}, {ty} {a[2]}")
+        elif is_bool and op in (Ops.ADD, Ops.MUL):
+            # on bools + is "or" and * is "and" (numpy's, and C's once the sum is stored as a bool); i1 add wraps
+            self.bind(u, f"{'or' if op is Ops.ADD else 'and'} {ty} {a[0]}, {a[1]}")
         elif is_float and op in _FLOAT_BINARY:
             self.bind(u, f"{_FLOAT_BINARY[op]} {ty} {a[0]}, {a[1]}")
         elif op in _INT_BINARY and not is_float:
