@@ -329,10 +329,11 @@ class _Function:
             else:
                 self.bind(u, f"{kind} {x} to {to}")
         elif dtypes.is_float(s):
-            # out of range is undefined (as in C); convert through a wide int like x86 does, and freeze the
-            # result so an out-of-range lane is some value instead of poison spreading through the kernel
-            wide = dtypes.int64 if d.itemsize >= 4 else dtypes.int32
-            conv = "fptoui" if d is dtypes.uint64 else "fptosi"
+            # out of range is undefined (as in C): 8- and 16-bit ints convert through int32 as x86 does (so -1.0
+            # to uint8 is 255, as in C and numpy), the rest directly (cvttps2dq for int32: one instruction per 8
+            # lanes); the result is frozen, so an out-of-range lane is some value, not poison spreading on
+            wide = d if d.itemsize >= 4 else dtypes.int32
+            conv = "fptoui" if d in (dtypes.uint32, dtypes.uint64) else "fptosi"
             wide_t = lltype(wide.vec(dst.count)) if dst.count > 1 else lltype(wide)
             w = self.tmp(f"freeze {wide_t} {self.tmp(f'{conv} {x} to {wide_t}')}")
             if wide.itemsize == d.itemsize:
