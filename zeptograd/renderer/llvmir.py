@@ -59,7 +59,11 @@ _ZEROS_DEF = f"{ZEROS} = private unnamed_addr constant [128 x i8] zeroinitialize
 
 
 def lltype(dt: DType) -> str:
-    """The LLVM type of a value of `dt`: `float`, `<8 x float>`, `i1`; `ptr` for any pointer."""
+    """The LLVM type of a value of `dt`: `float`, `<8 x float>`, `i1`; `ptr` for any pointer.
+
+    >>> lltype(dtypes.float32.vec(8)), lltype(dtypes.uint8), lltype(dtypes.float16.ptr())
+    ('<8 x float>', 'i8', 'ptr')
+    """
     if isinstance(dt, PtrDType):
         return "ptr"
     if dt.count > 1:
@@ -70,7 +74,11 @@ def lltype(dt: DType) -> str:
 
 
 def memtype(dt: DType) -> str:
-    """The LLVM type of `dt` in memory: a bool is a byte there."""
+    """The LLVM type of `dt` in memory: a bool is a byte there.
+
+    >>> memtype(dtypes.bool), memtype(dtypes.bool.vec(4)), memtype(dtypes.int32)
+    ('i8', '<4 x i8>', 'i32')
+    """
     if dt.scalar() is dtypes.bool:
         return "i8" if dt.count == 1 else f"<{dt.count} x i8>"
     return lltype(dt)

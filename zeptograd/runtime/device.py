@@ -51,7 +51,11 @@ class _Device:
         return base
 
     def usable(self, name: str) -> bool:
-        """Whether device `name` can run here (its optional package is installed)."""
+        """Whether device `name` can run here (its optional package is installed).
+
+        >>> Device.usable("PYTHON")
+        True
+        """
         base = self._name(name)
         if base not in self._usable:
             self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
