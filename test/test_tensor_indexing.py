@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from zeptograd import GlobalCounters, Tensor, dtypes
+from zeptograd import Device, GlobalCounters, Tensor, dtypes
 from zeptograd.dtype import DType
 
 DEVICES = ["CPU", "PYTHON"]
@@ -165,7 +165,7 @@ GETITEM = [
 @pytest.mark.parametrize("idx", GETITEM, ids=repr)
 def test_getitem_table(idx: Any):
     a = data((3, 4, 5), dtypes.float32)
-    check(Tensor(a)[zg_index(idx, "CPU")], a[np_index(idx)], dtypes.float32)
+    check(Tensor(a)[zg_index(idx, Device.DEFAULT)], a[np_index(idx)], dtypes.float32)
 
 
 @pytest.mark.parametrize("idx", GETITEM[::3], ids=repr)
@@ -178,7 +178,7 @@ def test_getitem_table_python(idx: Any):
 @pytest.mark.parametrize("idx", [I[1, ::-2], I[[0, 2], 1:3], I[T([[1, -1]]), None, T([0])], I[M([True, False, True])]])
 def test_getitem_dtypes(dtype: DType, idx: Any):
     a = data((3, 4, 5), dtype, seed=1)
-    check(Tensor(a)[zg_index(idx, "CPU")], a[np_index(idx)], dtype)
+    check(Tensor(a)[zg_index(idx, Device.DEFAULT)], a[np_index(idx)], dtype)
 
 
 # Non-contiguous inputs equal to a (3, 4, 5) array, built by movement ops from another layout.
@@ -196,7 +196,7 @@ def test_getitem_noncontiguous(view: str, idx: Any):
     a = data((3, 4, 5), dtypes.float32, seed=2)
     x = VIEWS[view](a)
     assert x.shape == (3, 4, 5)
-    check(x[zg_index(idx, "CPU")], a[np_index(idx)])
+    check(x[zg_index(idx, Device.DEFAULT)], a[np_index(idx)])
 
 
 @pytest.mark.parametrize(
@@ -576,7 +576,7 @@ def test_getitem_errors():
         x[[0, 1], [0, 1, 2]]
     with pytest.raises(IndexError, match=r"bool index of shape \(2,\) does not match .* shape \(3, 4\)"):
         x[Tensor([True, False])]
-    with pytest.raises(RuntimeError, match=r"index tensor is on PYTHON, the tensor on CPU"):
+    with pytest.raises(RuntimeError, match=rf"index tensor is on PYTHON, the tensor on {Device.DEFAULT}"):
         x[Tensor([0], device="PYTHON")]
 
 

@@ -17,6 +17,7 @@ from zeptograd.dtype import DType, dtypes, least_upper_dtype
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
+from zeptograd.runtime.device import HOST_COMPILED
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -84,7 +85,7 @@ PACK_MIN_WORK = 1 << 21
 
 def _packs(a_shape: tuple[int, ...], b_shape: tuple[int, ...], device: str) -> bool:
     m, (k, n) = a_shape[-2], b_shape[-2:]
-    return device == "CPU" and n % PANEL == 0 and n > PANEL and m >= 4 and m * n * k >= PACK_MIN_WORK
+    return device in HOST_COMPILED and n % PANEL == 0 and n > PANEL and m >= 4 and m * n * k >= PACK_MIN_WORK
 
 
 def _panels(b: Any) -> Any:

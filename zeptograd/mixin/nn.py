@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from zeptograd.dtype import DType, dtypes
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
+from zeptograd.runtime.device import HOST_COMPILED
 from zeptograd.uop.shape import prod
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ CHANNELS_LAST_MIN = 16
 
 
 def _materialize_padding(x: Any) -> bool:
-    return x.device == "CPU" and math.prod(x.shape) >= PAD_COPY_MIN
+    return x.device in HOST_COMPILED and math.prod(x.shape) >= PAD_COPY_MIN
 
 
 def _channels_last(t: Tensor) -> Tensor:

@@ -1,32 +1,69 @@
-"""The device registry: `Device["CPU"]`, and `Device.DEFAULT` (from `$DEVICE`, else CPU).
+"""The device registry: `Device["CPU"]`, `Device.DEFAULT` (from `$DEVICE`, else CPU), and which devices this
+machine can use (`Device.get_available_devices()`).
 
 >>> Device.canonicalize("cpu")
 'CPU'
+>>> "CPU" in Device.get_available_devices()
+True
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON")
+DEVICES = ("CPU", "PYTHON", "LLVM")
+# the Python package each optional device needs, and what to install when it is missing
+REQUIRES = {"LLVM": "llvmlite"}
+INSTALL_HINTS = {"LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)'}
+# devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
+HOST_COMPILED = ("CPU", "LLVM")
+
+
+class DeviceUnavailable(RuntimeError):
+    """A device whose package is missing on this machine (the message says what to install)."""
 
 
 class _Device:
     def __init__(self) -> None:
         self._opened: dict[str, Any] = {}
-        self.DEFAULT: str = self.canonicalize(os.environ.get("DEVICE") or "CPU")
+        self._usable: dict[str, bool] = {}
+        # not checked here: a DEVICE whose package is missing fails at its first use, not at import
+        self.DEFAULT: str = self._name(os.environ.get("DEVICE") or "CPU")
 
-    def canonicalize(self, name: str | None) -> str:
-        """The registry's name for a device (`'cpu'` and `'CPU:0'` are `'CPU'`); None is the default."""
-        if name is None:
-            return self.DEFAULT
+    def _name(self, name: str) -> str:
         if not isinstance(name, str):
             raise TypeError(f"a device is named by a string, got {type(name).__name__}: {name!r}")
         base = name.split(":")[0].upper()
         if base not in DEVICES:
             raise ValueError(f"unknown device {name!r}; the devices are {', '.join(DEVICES)}")
         return base
+
+    def canonicalize(self, name: str | None) -> str:
+        """The registry's name for a device (`'cpu'` and `'CPU:0'` are `'CPU'`); None is the default.
+        A device whose package is missing raises DeviceUnavailable naming what to install."""
+        if name is None:
+            return self.DEFAULT
+        base = self._name(name)
+        if not self.usable(base):
+            raise DeviceUnavailable(INSTALL_HINTS[base])
+        return base
+
+    def usable(self, name: str) -> bool:
+        """Whether device `name` can run here (its optional package is installed).
+
+        >>> Device.usable("PYTHON")
+        True
+        """
+        base = self._name(name)
+        if base not in self._usable:
+            self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
+        return self._usable[base]
+
+    def get_available_devices(self) -> list[str]:
+        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM']` with llvmlite."""
+        return [d for d in DEVICES if self.usable(d)]
 
     def __getitem__(self, name: str) -> Any:
         name = self.canonicalize(name)
@@ -35,6 +72,10 @@ class _Device:
                 from zeptograd.runtime.ops_cpu import CPUDevice
 
                 self._opened[name] = CPUDevice()
+            elif name == "LLVM":
+                from zeptograd.runtime.ops_llvm import LLVMDevice
+
+                self._opened[name] = LLVMDevice()
             else:
                 from zeptograd.runtime.ops_python import PythonDevice
 
