@@ -42,7 +42,7 @@ def compute_dtype(dt: DType) -> DType:
     return dtypes.float64 if dt is dtypes.float64 else dtypes.float32
 
 
-def tensor_dtype(dtype: DType | str, op: str) -> DType:
+def tensor_dtype(dtype: Any, op: str) -> DType:
     """A dtype a tensor can have: one the devices can store and compute in (every one but bfloat16 today)."""
     try:
         dt = to_dtype(dtype)
