@@ -1219,6 +1219,43 @@ class ElementwiseMixin:
             return self.full(self.shape, True, dtype=dtypes.bool, device=self.device)
         return (self == self) & (self != math.inf) & (self != -math.inf)
 
+    def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+        """True where |self - other| <= atol + rtol * |other| (or the two are equal, infinities included), as
+        PyTorch's `isclose`; NaN is close to NaN only with `equal_nan`. A tensor `other` must have this tensor's
+        dtype (PyTorch refuses a mix); a Python scalar takes it. Integers compare in float64, so the tolerance
+        never overflows them.
+
+        >>> Tensor([1.0, 2.0, float("nan")]).isclose(Tensor([1.0 + 1e-9, 2.1, float("nan")])).tolist()
+        [True, False, False]
+        """
+        for name, tol in (("rtol", rtol), ("atol", atol)):
+            if isinstance(tol, bool) or not isinstance(tol, (int, float)):
+                raise TypeError(f"isclose: {name} must be a number, got {tol!r}")
+            if not tol >= 0:
+                raise ArgumentError(f"isclose: {name} must be greater than or equal to zero, got {tol}")
+        if isinstance(other, type(self)) and other.dtype is not self.dtype:
+            raise ArgumentError(f"isclose: both inputs need the same dtype, got {self.dtype!r} and {other.dtype!r}")
+        a, b = self._operands("isclose", other)
+        exact = a == b  # equal values are close whatever the tolerance, and this is what matches an infinity
+        if dtypes.is_bool(a.dtype):
+            return exact
+        wide = a.dtype if dtypes.is_float(a.dtype) else dtypes.float64
+        a, b = a.cast(compute_dtype(wide)), b.cast(compute_dtype(wide))
+        error = (a - b).abs()
+        # an infinite error is never within tolerance (rtol * |inf| would admit -inf next to inf)
+        close = exact | (error.isfinite() & (error <= atol + rtol * b.abs()))
+        if equal_nan and dtypes.is_float(self.dtype):
+            close = close | (a.isnan() & b.isnan())
+        return close
+
+    def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+        """Whether every element is `isclose` to `other` (a Python bool, as PyTorch's `allclose`; it runs now).
+
+        >>> Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-7]))
+        True
+        """
+        return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
     # *** activations ***
 
     @_derivative(lambda x, y: x > 0)

@@ -88,11 +88,18 @@ class MovementMixin:
     # *** reshaping ***
 
     def reshape(self, *shape: Any) -> Tensor:
-        """The same values in a new shape (one size may be -1: inferred).
+        """The same values in a new shape (one size may be -1: inferred; None keeps the size of the axis at that
+        position, as in tinygrad).
 
-        >>> Tensor.arange(6).reshape(2, -1).shape
-        (2, 3)
+        >>> Tensor.arange(6).reshape(2, -1).shape, Tensor.ones(2, 3, 4).reshape(None, -1).shape
+        ((2, 3), (2, 12))
         """
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if any(s is None for s in shape):
+            if len(shape) > self.ndim and any(s is None for s in shape[self.ndim :]):
+                raise ArgumentError(f"reshape: None keeps an existing axis's size, but {self.shape} has no axis there")
+            shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
         new = list(shape_arg(shape, "reshape"))
         if new.count(-1) > 1:
             raise ArgumentError(f"reshape: only one size may be -1, got {tuple(new)}")
