@@ -589,3 +589,60 @@ def test_optimizer_group_refuses_a_shared_parameter():
     w = Tensor([1.0])
     with pytest.raises(ValueError, match="more than one"):
         OptimizerGroup(SGD([w]), Adam([w]))
+
+
+# *** fused=True (issue 15): one flat state buffer per kind, the same values as unfused (and as torch) ***
+
+
+@pytest.mark.parametrize("name", ["sgd_wd", "momentum_wd", "nesterov", "adam_wd", "adamw_betas"])
+def test_fused_steps_match_torch_and_unfused(name: str):
+    torch = pytest.importorskip("torch")
+    cls, kwargs, torch_name, torch_kwargs = CONFIGS[name]
+    init, grads = _data(3, seed=5)
+    plain, fused = [Tensor(a) for a in init], [Tensor(a) for a in init]
+    ref = [torch.tensor(a, requires_grad=True) for a in init]
+    opt_plain, opt_fused = cls(plain, **kwargs), cls(fused, fused=True, **kwargs)
+    ref_opt = getattr(torch.optim, torch_name)(ref, **torch_kwargs)
+    for step_grads in grads:
+        for p, q, r, g in zip(plain, fused, ref, step_grads):
+            p.grad, q.grad, r.grad = Tensor(g), Tensor(g), torch.tensor(g)
+        opt_plain.step()
+        opt_fused.step()
+        ref_opt.step()
+        for p, q, r in zip(plain, fused, ref):
+            np.testing.assert_array_equal(q.numpy(), p.numpy())
+            np.testing.assert_allclose(q.numpy(), r.detach().numpy(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("name,expected", [("sgd", P + 1), ("momentum", P + 2), ("adam", P + 5)])
+def test_fused_step_kernel_count(name: str, expected: int):
+    # one copy of the flat parameters, one kernel per kind of state (and Adam's counters), one write per
+    # parameter; Adam's flat update (a square root and divisions) is stored once, not recomputed by each write
+    cls, kwargs, _, _ = CONFIGS[name]
+    init, grads = _data(2, seed=6)
+    params = [Tensor(a) for a in init]
+    opt = cls(params, fused=True, **kwargs)
+    for step_grads in grads:
+        for p, g in zip(params, step_grads):
+            p.grad = Tensor(g).realize()
+        GlobalCounters.reset()
+        opt.step()
+        assert GlobalCounters.kernel_count == expected
+
+
+def test_fused_errors():
+    with pytest.raises(ValueError, match="fused=True needs parameters of one dtype"):
+        Adam([Tensor([1.0]), Tensor([1.0], dtype=dtypes.float64)], fused=True)
+    w, b = Tensor([1.0, 2.0]), Tensor([3.0])
+    opt = SGD([w, b], lr=0.1, fused=True)
+    w.grad = Tensor([1.0, 1.0])
+    with pytest.raises(ValueError, match=r"fused=True needs a gradient for every parameter; parameters \[1\]"):
+        opt.step()
+    assert w.tolist() == [1.0, 2.0]
+    for make in (
+        lambda: LAMB([w], fused=True),
+        lambda: LARS([w], fused=True),
+        lambda: Muon([Tensor([[1.0]])], fused=True),
+    ):
+        with pytest.raises(ValueError, match="fused=True is not supported"):
+            make()

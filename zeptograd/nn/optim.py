@@ -23,7 +23,10 @@ kernels that use them, so
 - SGD with momentum (Nesterov or not): 2k (the momentum buffer, then the parameter);
 - Adam and AdamW: 3k + 1 (m, v, the parameter, and one kernel for the step counters of all parameters).
 
-Weight decay adds no kernel. Setting the learning rate (`opt.lr = 0.01`) launches none.
+Weight decay adds no kernel. Setting the learning rate (`opt.lr = 0.01`) launches none. With `fused=True`
+(SGD, Adam, AdamW; parameters of one dtype and device, each with a gradient at every step) the state is one
+flat buffer per kind: one copy of the flat parameters, one kernel per kind of state, one write per parameter
+(k + 1 for SGD, k + 2 with momentum, k + 5 for Adam), with the same values as unfused.
 
 Nothing that changes between steps is compiled into a kernel: the learning rate is a 0-d buffer (`opt.lr`,
 float32, or float64 when a parameter is float64) and Adam's step counters and the powers b1**t, b2**t are a
@@ -99,7 +102,7 @@ class Optimizer:
     (1, 2, 0.5, True)
     """
 
-    def __init__(self, params: Iterable[Tensor], lr: float | Tensor):
+    def __init__(self, params: Iterable[Tensor], lr: float | Tensor, fused: bool = False):
         name = type(self).__name__
         if isinstance(params, Tensor) or not isinstance(params, Iterable):
             raise TypeError(
@@ -130,6 +133,10 @@ class Optimizer:
         for p in params:
             if p.requires_grad is None:
                 p.requires_grad = True
+        self.fused = bool(fused)
+        if self.fused and len({(p.dtype, p.device) for p in params}) > 1:
+            kinds = ", ".join(sorted({f"{p.dtype!r} on {p.device}" for p in params}))
+            raise ArgumentError(f"{name}: fused=True needs parameters of one dtype on one device, got {kinds}")
         # parameters must be buffers: the updates assign into them
         Tensor.realize(*params)
         self.params: list[Tensor] = params
@@ -144,8 +151,30 @@ class Optimizer:
 
     def _zeros_like_params(self) -> list[Tensor]:
         """A zero buffer per parameter, of its shape and dtype (the momentum and moment state), made on the
-        host: no kernel to compile or run."""
+        host: no kernel to compile or run. Fused: one flat buffer for all of them."""
+        if self.fused:
+            p0, total = self.params[0], sum(p.numel() for p in self.params)
+            return [Tensor(np.zeros(total, np_dtype(p0.dtype)), dtype=p0.dtype, device=p0.device)]
         return [Tensor(np.zeros(p.shape, np_dtype(p.dtype)), dtype=p.dtype, device=p.device) for p in self.params]
+
+    def _write(self, p: Tensor, value: Tensor) -> list[Tensor]:
+        """Assign a parameter's new value; fused, `p` is all of them flattened and each gets its slice."""
+        if not self.fused:
+            return [p.assign(value)]
+        out, start = [], 0
+        for param in self.params:
+            n = param.numel()
+            out.append(param.assign(value[start : start + n].reshape(param.shape)))
+            start += n
+        return out
+
+    def _no_fused(self, fused: bool) -> bool:
+        if fused:
+            raise ArgumentError(
+                f"{type(self).__name__}: fused=True is not supported: its update scales each parameter by its own "
+                "norms, which a flat fused step would mix"
+            )
+        return False
 
     @property
     def lr(self) -> Tensor:
@@ -225,11 +254,23 @@ class Optimizer:
         """Realize the gradients (and the buffers), then assign every update lazily; return the assigned tensors
         (realizing them is the step: `OptimizerGroup` realizes those of several optimizers together)."""
         items = self._with_grads()
+        if self.fused and items and len(items) != len(self.params):
+            missing = [i for i, p in enumerate(self.params) if p.grad is None]
+            raise ArgumentError(
+                f"{type(self).__name__}.step: fused=True needs a gradient for every parameter; parameters {missing} "
+                "have none"
+            )
         # the buffers with the gradients: BatchNorm's running statistics then reuse the batch statistics the
         # backward pass computes, and they read the parameters before the updates change them
         Tensor.realize(*(g for _, _, g in items), self._lr, *self.buffers)
         if not items:
             return []
+        if self.fused:  # one flat parameter and gradient: every update rule here is elementwise
+            # the flat copy of the parameters is realized first (one kernel): read lazily through the cat by a
+            # state update and the parameter writes of one schedule, it gives wrong values today
+            flat_p = Tensor.cat(*(p.flatten() for _, p, _ in items)).realize()
+            flat_g = Tensor.cat(*(g.cast(p.dtype).flatten() for _, p, g in items))
+            items = [(0, flat_p, flat_g)]
         state, params = self._updates(items)
         return [*state, *params]
 
@@ -261,12 +302,13 @@ class SGD(Optimizer):
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        fused: bool = False,
     ):
         momentum = _at_least_zero(momentum, "SGD", "momentum")
         weight_decay = _at_least_zero(weight_decay, "SGD", "weight_decay")
         if nesterov and momentum == 0:
             raise ArgumentError("SGD: nesterov=True needs a momentum > 0")
-        super().__init__(params, lr)
+        super().__init__(params, lr, fused)
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, bool(nesterov)
         self.b: list[Tensor] = self._zeros_like_params() if momentum else []
 
@@ -280,7 +322,7 @@ class SGD(Optimizer):
                 b = self.b[i].assign(self.b[i] * self.momentum + g)
                 g = g + self.momentum * b if self.nesterov else b
                 state.append(b)
-            params.append(p.assign(p - self._lr_on(p) * g))
+            params += self._write(p, p - self._lr_on(p) * g)
         return state, params
 
 
@@ -309,6 +351,7 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         *,
         betas: tuple[float, float] | None = None,
+        fused: bool = False,
     ):
         name = type(self).__name__
         if betas is not None:
@@ -319,13 +362,13 @@ class Adam(Optimizer):
         b2 = _beta(b2, name, "b2 (betas[1])")
         eps = _at_least_zero(eps, name, "eps")
         weight_decay = _at_least_zero(weight_decay, name, "weight_decay")
-        super().__init__(params, lr)
+        super().__init__(params, lr, fused)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
         self.decoupled_weight_decay = False
         self.m: list[Tensor] = self._zeros_like_params()
         self.v: list[Tensor] = self._zeros_like_params()
         # per parameter: b1**t, b2**t and t; one kernel advances the rows of the parameters that have a gradient
-        n = len(self.params)
+        n = 1 if self.fused else len(self.params)
         self.t_state: Tensor = self._buffer(np.tile([1.0, 1.0, 0.0], (n, 1)))
         self._advance_mul = self._buffer(np.array([b1, b2, 1.0]))
         self._advance_add = self._buffer(np.array([0.0, 0.0, 1.0]))
@@ -346,7 +389,7 @@ class Adam(Optimizer):
 
     def _advance(self, items: list[tuple[int, Tensor, Tensor]]) -> Tensor:
         """Advance the step state of the parameters in `items` (one kernel, whichever they are)."""
-        has_grad = [False] * len(self.params)
+        has_grad = [False] * (1 if self.fused else len(self.params))
         for i, _, _ in items:
             has_grad[i] = True
         key = tuple(has_grad)
@@ -381,7 +424,7 @@ class Adam(Optimizer):
             step_size = self._lr_on(p) / (1.0 - b1_t)
             denom = v.sqrt() / (1.0 - b2_t).sqrt() + self.eps
             state += [m, v]
-            params.append(p.assign(self._decay(p) + (-step_size * m) / denom))
+            params += self._write(p, self._decay(p) + (-step_size * m) / denom)
         return state, params
 
 
@@ -407,8 +450,9 @@ class AdamW(Adam):
         weight_decay: float = 0.01,
         *,
         betas: tuple[float, float] | None = None,
+        fused: bool = False,
     ):
-        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas)
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas, fused=fused)
         self.decoupled_weight_decay = True
 
 
@@ -441,8 +485,9 @@ class LAMB(Adam):
         adam: bool = False,
         *,
         betas: tuple[float, float] | None = None,
+        fused: bool = False,
     ):
-        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas)
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas, fused=self._no_fused(fused))
         self.adam = bool(adam)
 
     def _updates(self, items: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
@@ -487,13 +532,14 @@ class LARS(Optimizer):
         nesterov: bool = False,
         classic: bool = True,
         tcoef: float = 0.001,
+        fused: bool = False,
     ):
         momentum = _at_least_zero(momentum, "LARS", "momentum")
         weight_decay = _at_least_zero(weight_decay, "LARS", "weight_decay")
         tcoef = _at_least_zero(tcoef, "LARS", "tcoef")
         if nesterov and momentum == 0:
             raise ArgumentError("LARS: nesterov=True needs a momentum > 0")
-        super().__init__(params, lr)
+        super().__init__(params, lr, self._no_fused(fused))
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, bool(nesterov)
         self.classic, self.tcoef = bool(classic), tcoef
         self.b: list[Tensor] = self._zeros_like_params() if momentum else []
@@ -561,6 +607,7 @@ class Muon(Optimizer):
         ns_coefficients: tuple[float, float, float] = (3.4445, -4.7750, 2.0315),
         nesterov: bool = True,
         eps: float = 1e-7,
+        fused: bool = False,
     ):
         momentum = _at_least_zero(momentum, "Muon", "momentum")
         weight_decay = _at_least_zero(weight_decay, "Muon", "weight_decay")
@@ -580,7 +627,7 @@ class Muon(Optimizer):
                         f"Muon: parameter {i} has shape {p.shape}; Muon orthogonalizes matrices (2 or more dims): "
                         "optimize 0-d and 1-d parameters with another optimizer (AdamW)"
                     )
-        super().__init__(given, lr)
+        super().__init__(given, lr, self._no_fused(fused))
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, bool(nesterov)
         self.ns_steps, self.ns_coefficients = ns_steps, (coefficients[0], coefficients[1], coefficients[2])
         self.eps = eps
