@@ -977,3 +977,23 @@ def test_gradient_after_realize_is_an_error() -> None:
     loss.realize()
     with pytest.raises(RuntimeError, match="target 0 .*not in the graph"):
         loss.gradient(x)
+
+
+def test_constants_clone_and_accumulation_follow_torch() -> None:
+    # issue 15, group 7: a constant with requires_grad gets a gradient, clone() keeps .grad (tinygrad), and two
+    # backward() calls add up (torch)
+    c, tc = Tensor(3.0, requires_grad=True), torch.tensor(3.0, requires_grad=True)
+    (c * c * 2).backward()
+    (tc * tc * 2).backward()
+    assert c.grad is not None and c.grad.item() == tc.grad.item()
+    w, tw = Tensor([1.0, -2.0]), torch.tensor([1.0, -2.0], requires_grad=True)
+    for _ in range(2):
+        (w * w * w).sum().backward()
+        (tw * tw * tw).sum().backward()
+    assert w.grad is not None
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+    copy = w.clone()
+    assert copy.grad is not None and copy.grad is not w.grad
+    np.testing.assert_array_equal(copy.grad.numpy(), w.grad.numpy())
+    w.grad = None
+    assert copy.grad is not None  # its own copy

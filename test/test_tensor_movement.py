@@ -692,3 +692,19 @@ def test_pad_value_must_be_a_number() -> None:
 def test_flip_axis_of_wrong_type() -> None:
     with pytest.raises(TypeError, match=r"flip: axis must be an int or a sequence of ints, got 1.5"):
         Tensor.ones(2, 3).flip(1.5)
+
+
+def test_shrink_to_and_pad_to_match_numpy():
+    from zeptograd.helpers import ArgumentError
+
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    np.testing.assert_array_equal(Tensor(a).shrink_to(2, None).numpy(), a[:2])
+    np.testing.assert_array_equal(Tensor(a).shrink_to((1, 3)).numpy(), a[:1, :3])
+    np.testing.assert_array_equal(Tensor(a).pad_to(5, 6).numpy(), np.pad(a, ((0, 2), (0, 2))))
+    np.testing.assert_array_equal(Tensor(a).pad_to((None, 5)).numpy(), np.pad(a, ((0, 0), (0, 1))))
+    with pytest.raises(ArgumentError, match="shrink_to"):
+        Tensor(a).shrink_to(4, 4)
+    with pytest.raises(ArgumentError, match="pad_to"):
+        Tensor(a).pad_to(2, 4)
+    with pytest.raises(ArgumentError, match="pad_to"):
+        Tensor(a).pad_to(5)

@@ -159,8 +159,12 @@ class Tensor(
     train = train
     __hash__ = object.__hash__  # == builds a comparison, so tensors hash by identity
 
-    def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None):
+    def __init__(
+        self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None
+    ):
         device = _device(device, "Tensor")
+        if requires_grad is not None and not isinstance(requires_grad, bool):
+            raise TypeError(f"Tensor: requires_grad must be a bool or None, got {requires_grad!r}")
         dt = tensor_dtype(dtype, "Tensor") if dtype is not None else None
         if isinstance(data, UOp):
             uop = data if dt is None or data.dtype is dt else data.cast(dt)
@@ -192,7 +196,7 @@ class Tensor(
         self.device: str = device
         self.grad: Tensor | None = None
         # None: no preference (backward fills .grad of every float tensor in the graph); False: never
-        self.requires_grad: bool | None = None
+        self.requires_grad: bool | None = requires_grad
         live_tensors.add(self)
 
     # *** properties ***
@@ -381,8 +385,14 @@ class Tensor(
         >>> a += 1
         >>> b.tolist()
         [1, 2]
+
+        As in tinygrad, the copy keeps `requires_grad` and a copy of `.grad`.
         """
-        return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+        out = self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+        out.requires_grad = self.requires_grad
+        if self.grad is not None:
+            out.grad = self.grad._new(UOp(Ops.CONTIGUOUS, self.grad.dtype, (self.grad.uop,)))
+        return out
 
     def contiguous(self) -> Tensor:
         """This tensor's value in its own buffer: ends the kernel here (the value is not recomputed)."""

@@ -363,6 +363,37 @@ class MovementMixin:
             return self
         return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
 
+    def _target_shape(self, shape: tuple, op: str) -> tuple[int, ...]:
+        """A shape given as varargs or one sequence, one size per axis, None keeping that axis's size."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if len(shape) != self.ndim:
+            raise ArgumentError(f"{op}: {shape} has {len(shape)} sizes for the {self.ndim} axes of shape {self.shape}")
+        return shape_arg(tuple(s if n is None else n for n, s in zip(shape, self.shape)), op)
+
+    def shrink_to(self, *shape: Any) -> Tensor:
+        """The first `shape[i]` elements of each axis (None keeps an axis), as tinygrad's `shrink_to`.
+
+        >>> Tensor.ones(3, 4).shrink_to(2, None).shape
+        (2, 4)
+        """
+        target = self._target_shape(shape, "shrink_to")
+        if any(not 0 <= n <= s for n, s in zip(target, self.shape)):
+            raise ArgumentError(f"shrink_to: cannot shrink shape {self.shape} to {target} (a size would grow)")
+        return self.shrink(tuple((0, n) for n in target))
+
+    def pad_to(self, *shape: Any) -> Tensor:
+        """Each axis padded with zeros at its end to `shape[i]` elements (None keeps an axis), as tinygrad's
+        `pad_to`.
+
+        >>> Tensor([1, 2]).pad_to(4).tolist()
+        [1, 2, 0, 0]
+        """
+        target = self._target_shape(shape, "pad_to")
+        if any(n < s for n, s in zip(target, self.shape)):
+            raise ArgumentError(f"pad_to: cannot pad shape {self.shape} to {target} (a size would shrink)")
+        return self.pad(tuple((0, n - s) for n, s in zip(target, self.shape)))
+
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
         """`length` elements of axis `dim` from `start` on (a negative start counts from the end).
 
