@@ -1047,7 +1047,8 @@ def test_type_errors(fn: Callable[[], Any], pattern: str):
 @pytest.mark.parametrize(
     ("fn", "pattern"),
     [
-        (lambda: Tensor([1.0]).bitcast(dtypes.int16), r"bitcast.*float32.*int16.*4 and 2 bytes"),
+        (lambda: Tensor([1, 2, 3], dtype="uint8").bitcast(dtypes.int32), r"bitcast: the last axis \(3, .*divide by 4"),
+        (lambda: Tensor(1.0).bitcast(dtypes.int16), r"bitcast: a 0-d tensor cannot change element size"),
         (lambda: Tensor([1.0]).div(2, rounding_mode="round"), r"div.*rounding_mode.*'round'"),
         (lambda: Tensor([1.0]).gelu(approximate="fast"), r"gelu.*'fast'"),
         (lambda: Tensor([2]) ** -1, r"pow.*int32 \*\* -1"),
@@ -1155,3 +1156,19 @@ def test_isclose_refuses_what_torch_refuses():
         torch.isclose(torch.ones(2), torch.ones(2, dtype=torch.int32))
     with pytest.raises(ArgumentError, match="same dtype"):
         Tensor.ones(2).isclose(Tensor.ones(2, dtype=dtypes.int32))
+
+
+BITCAST_DTYPES = ["uint8", "int8", "int16", "float16", "int32", "uint32", "float32", "int64", "uint64", "float64"]
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("src", BITCAST_DTYPES)
+def test_bitcast_between_sizes_matches_numpy_view(src: str, device: str):
+    # issue 15, group 7: the last axis scales (numpy's .view and torch's view(dtype)); random bytes, NaN patterns too
+    raw = np.random.default_rng(len(src)).integers(0, 256, (2, 16), dtype=np.uint8)
+    a = raw.view(src)
+    for dst in BITCAST_DTYPES:
+        want = a.view(dst)
+        got = Tensor(a, device=device).bitcast(dst)
+        assert got.shape == want.shape and got.dtype.name == dst
+        assert got.numpy().tobytes() == want.tobytes(), (src, dst)

@@ -50,6 +50,9 @@ from zeptograd.uop.ops import Ops, UOp
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
 
+# the unsigned dtype of each element size: bitcasts between sizes move bits through them
+_UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
 # ---------------------------------------------------------------------------------------------------------------
 # constants
 
@@ -1458,18 +1461,42 @@ class ElementwiseMixin:
     # *** casts ***
 
     def bitcast(self, dtype: DType | str) -> Tensor:
-        """The same bits read as `dtype`, which must have the same size (bool is not allowed either way).
+        """The same bits read as `dtype` (bool is not allowed either way). Between dtypes of different sizes the
+        last axis scales, as in tinygrad and PyTorch's `view(dtype)`: float32 (n,) -> uint16 (2n,), and uint8 (4n,)
+        -> int32 (n,) (the last axis must divide), in little-endian byte order.
 
-        >>> Tensor([1.0]).bitcast("int32").tolist()
-        [1065353216]
+        >>> Tensor([1.0]).bitcast("int32").tolist(), Tensor([1.0]).bitcast("uint16").tolist()
+        ([1065353216], [0, 16256])
         """
         dt = tensor_dtype(dtype, "bitcast")
         if dtypes.is_bool(dt) or dtypes.is_bool(self.dtype):
             raise TypeError(f"bitcast: cannot bitcast {self.dtype!r} to {dt!r}: bool has no defined bit pattern")
-        if dt.itemsize != self.dtype.itemsize:
-            sizes = f"{self.dtype.itemsize} and {dt.itemsize} bytes"
-            raise ArgumentError(f"bitcast: cannot bitcast {self.dtype!r} to {dt!r}: the sizes differ ({sizes})")
-        return self._new(self.uop.bitcast(dt))
+        src = self.dtype.itemsize
+        if dt.itemsize == src:
+            return self._new(self.uop.bitcast(dt))
+        if self.ndim == 0:
+            raise ArgumentError(f"bitcast: a 0-d tensor cannot change element size ({self.dtype!r} to {dt!r})")
+        bits = self._new(self.uop.bitcast(_UINT_OF_SIZE[src]))
+        lead, n = self.shape[:-1], self.shape[-1]
+        if dt.itemsize < src:
+            # each element splits into its low part first: part k is bits 8 * size * k and up
+            ratio, width, small = src // dt.itemsize, 8 * dt.itemsize, _UINT_OF_SIZE[dt.itemsize]
+            parts = [((bits >> (width * k)) & ((1 << width) - 1)).cast(small) for k in range(ratio)]
+            joined = parts[0].stack(*parts[1:], dim=-1).reshape(*lead, n * ratio)
+            return joined._new(joined.uop.bitcast(dt))
+        ratio, width = dt.itemsize // src, 8 * src
+        if n % ratio:
+            raise ArgumentError(
+                f"bitcast: the last axis ({n}, shape {self.shape}) must divide by {ratio} to bitcast {self.dtype!r} "
+                f"to {dt!r}"
+            )
+        groups = bits.reshape(*lead, n // ratio, ratio).cast(_UINT_OF_SIZE[dt.itemsize])
+        keep = tuple((0, s) for s in groups.shape[:-1])
+        parts = [groups.shrink(keep + ((k, k + 1),)).reshape(*lead, n // ratio) << (width * k) for k in range(ratio)]
+        word = parts[0]
+        for part in parts[1:]:
+            word = word | part  # the parts' bits do not overlap
+        return word._new(word.uop.bitcast(dt))
 
     # *** operators ***
 
