@@ -355,8 +355,8 @@ REDUCE: list[tuple[str, Callable, Callable, np.ndarray]] = [
     ("cumsum", lambda x: x.cumsum(axis=1), lambda x: x.cumsum(1), R),
     ("cumsum_axis0", lambda x: x.cumsum(axis=0), lambda x: x.cumsum(0), R),
     ("cumprod", lambda x: x.cumprod(axis=1), lambda x: x.cumprod(1), R),
-    ("cummax", lambda x: x.cummax(axis=1), lambda x: x.cummax(1).values, RD),
-    ("cummin", lambda x: x.cummin(axis=0), lambda x: x.cummin(0).values, RD),
+    ("cummax", lambda x: x.cummax(axis=1).values, lambda x: x.cummax(1).values, RD),
+    ("cummin", lambda x: x.cummin(axis=0).values, lambda x: x.cummin(0).values, RD),
     ("logcumsumexp", lambda x: x.logcumsumexp(axis=1), lambda x: x.logcumsumexp(1), R * 3),
     ("sort", lambda x: x.sort(dim=1)[0], lambda x: x.sort(1).values, RD),
     ("sort_desc", lambda x: x.sort(dim=0, descending=True)[0], lambda x: x.sort(0, descending=True).values, RD),
@@ -400,9 +400,9 @@ def test_max_min_ties_split_evenly() -> None:
 def test_cummax_cummin_ties_follow_torch_indices() -> None:
     # each running maximum's gradient goes to the position torch's cummax/cummin index names: the last that ties
     x = np.array([[1.0, 1.0, 0.5, 2.0, 2.0, -1.0], [0.5, 0.5, 0.5, 0.2, 0.2, 3.0]], dtype=np.float32)
-    check(lambda t: t.cummax(axis=1), lambda t: t.cummax(1).values, x)
-    check(lambda t: t.cummin(axis=1), lambda t: t.cummin(1).values, x)
-    check(lambda t: t.cummax(axis=0), lambda t: t.cummax(0).values, x)
+    check(lambda t: t.cummax(axis=1).values, lambda t: t.cummax(1).values, x)
+    check(lambda t: t.cummin(axis=1).values, lambda t: t.cummin(1).values, x)
+    check(lambda t: t.cummax(axis=0).values, lambda t: t.cummax(0).values, x)
 
 
 def test_norms_at_zero() -> None:
@@ -454,7 +454,7 @@ def test_long_scans() -> None:
     check(lambda t: t.cumprod(axis=1), lambda t: t.cumprod(1), x, rtol=1e-4, atol=1e-4)
     check(lambda t: t.logcumsumexp(axis=1), lambda t: t.logcumsumexp(1), x * 4, rtol=1e-4, atol=1e-4)
     d = distinct(1, 100, seed=12)
-    check(lambda t: t.cummax(axis=1), lambda t: t.cummax(1).values, d)
+    check(lambda t: t.cummax(axis=1).values, lambda t: t.cummax(1).values, d)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -977,3 +977,23 @@ def test_gradient_after_realize_is_an_error() -> None:
     loss.realize()
     with pytest.raises(RuntimeError, match="target 0 .*not in the graph"):
         loss.gradient(x)
+
+
+def test_constants_clone_and_accumulation_follow_torch() -> None:
+    # issue 15, group 7: a constant with requires_grad gets a gradient, clone() keeps .grad (tinygrad), and two
+    # backward() calls add up (torch)
+    c, tc = Tensor(3.0, requires_grad=True), torch.tensor(3.0, requires_grad=True)
+    (c * c * 2).backward()
+    (tc * tc * 2).backward()
+    assert c.grad is not None and c.grad.item() == tc.grad.item()
+    w, tw = Tensor([1.0, -2.0]), torch.tensor([1.0, -2.0], requires_grad=True)
+    for _ in range(2):
+        (w * w * w).sum().backward()
+        (tw * tw * tw).sum().backward()
+    assert w.grad is not None
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+    copy = w.clone()
+    assert copy.grad is not None and copy.grad is not w.grad
+    np.testing.assert_array_equal(copy.grad.numpy(), w.grad.numpy())
+    w.grad = None
+    assert copy.grad is not None  # its own copy

@@ -261,6 +261,75 @@ def test_max_pool2d_defaults_and_ints():
     assert Tensor([[-5, -7, -1]]).max_pool2d((2,), padding=1).tolist() == [[-5, -1]]
 
 
+# return_indices and max_unpool (issue 15): ties, NaN, padding, ceil_mode, dilation and 1-3 spatial dims
+
+
+def _ties_and_nan(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    a = np.random.default_rng(seed).integers(-3, 4, shape).astype(np.float32)  # many ties in each window
+    a.reshape(-1)[[3 % a.size, 17 % a.size]] = np.nan
+    return a
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("xs,k,kw", POOL_CASES + [((2, 3, 7, 6), (3, 3), {"dilation": 2, "padding": 1})])
+def test_max_pool2d_return_indices(xs, k, kw):
+    a = _ties_and_nan(xs, 31)
+    want_v, want_i = TORCH_MAX[len(k)](torch.tensor(a), k, return_indices=True, **kw)
+    values, indices = Tensor(a).max_pool2d(k, return_indices=True, **kw)
+    np.testing.assert_array_equal(values.numpy(), want_v.numpy())
+    assert indices.dtype is dtypes.int32
+    np.testing.assert_array_equal(indices.numpy(), want_i.numpy())
+    neg = np.full(xs, -np.inf, np.float32)  # every tap -inf: the first tap inside the input, never the padding
+    np.testing.assert_array_equal(
+        Tensor(neg).max_pool2d(k, return_indices=True, **kw)[1].numpy(),
+        TORCH_MAX[len(k)](torch.tensor(neg), k, return_indices=True, **kw)[1].numpy(),
+    )
+
+
+TORCH_UNPOOL = {1: F.max_unpool1d, 2: F.max_unpool2d, 3: F.max_unpool3d}
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize(
+    "xs,k,kw",
+    [
+        ((2, 3, 8, 6), (2, 2), {}),
+        ((2, 3, 7, 7), (3, 3), {"stride": 2, "padding": 1}),  # overlapping windows: a repeated index, last wins
+        ((2, 3, 9), (3,), {"stride": 2, "padding": 1}),
+        ((1, 2, 4, 4, 6), (2, 2, 3), {}),
+    ],
+)
+def test_max_unpool2d_against_torch(xs, k, kw):
+    a = _randn(xs, 32).round(1)  # some ties, so overlapping windows share a maximum
+    tv, ti = TORCH_MAX[len(k)](torch.tensor(a), k, return_indices=True, **kw)
+    _, indices = Tensor(a).max_pool2d(k, return_indices=True, **kw)
+    _against_torch(
+        lambda v: v.max_unpool2d(indices, k, **kw),
+        lambda v: TORCH_UNPOOL[len(k)](v, ti, k, **kw),
+        [tv.numpy()],
+    )
+    size = xs[-len(k) :]
+    _against_torch(  # back to the pooled input's size (an odd size the default formula does not give)
+        lambda v: v.max_unpool2d(indices, k, output_size=xs, **kw),
+        lambda v: TORCH_UNPOOL[len(k)](v, ti, k, output_size=size, **kw),
+        [tv.numpy()],
+    )
+
+
+def test_max_unpool2d_errors():
+    from zeptograd.helpers import ArgumentError
+
+    v, i = Tensor(_randn((1, 1, 4, 4), 33)).max_pool2d(2, return_indices=True)
+    with pytest.raises(ValueError):
+        F.max_unpool2d(torch.ones(1, 1, 2, 2), torch.zeros(1, 1, 2, 2, dtype=torch.long), 2, output_size=(9, 9))
+    with pytest.raises(ArgumentError, match="output_size"):
+        v.max_unpool2d(i, 2, output_size=(9, 9))
+    with pytest.raises(ArgumentError, match="indices"):
+        v.max_unpool2d(i.reshape(1, 1, 4), 2)
+    with pytest.raises(TypeError, match="indices"):
+        v.max_unpool2d(i.float(), 2)
+
+
 # count_include_pad=False only differs where a window reaches into padding (or a ceil_mode extra)
 AVG_CASES = [(*case, True) for case in POOL_CASES] + [
     (*case, False) for case in POOL_CASES if case[2].get("padding") or case[2].get("ceil_mode")
@@ -316,6 +385,50 @@ def test_cross_entropy_spatial_ignore_index_and_unbatched(reduction):
         lambda x: F.cross_entropy(x, torch.tensor(2), reduction=reduction),
         [_randn((4,), 24)],
     )
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_weight(reduction, smoothing):
+    w = np.array([1.0, 2.5, 0.5, 3.0, 0.25], np.float32)
+    y = np.array([0, 3, 1, -100, 4, 3], np.int64)
+    _against_torch(
+        lambda x: x.cross_entropy(Tensor(y), reduction=reduction, label_smoothing=smoothing, weight=Tensor(w)),
+        lambda x: F.cross_entropy(
+            x, torch.tensor(y), reduction=reduction, label_smoothing=smoothing, weight=torch.tensor(w)
+        ),
+        [_randn((6, 5), 27)],
+    )
+    ys = np.random.default_rng(28).integers(0, 5, (2, 3, 2))
+    ys[1, 2, 0] = 2
+    _against_torch(  # spatial targets, a custom ignore_index
+        lambda x: x.cross_entropy(
+            Tensor(ys), reduction=reduction, label_smoothing=smoothing, weight=Tensor(w), ignore_index=2
+        ),
+        lambda x: F.cross_entropy(
+            x, torch.tensor(ys), reduction=reduction, label_smoothing=smoothing, weight=torch.tensor(w), ignore_index=2
+        ),
+        [_randn((2, 5, 3, 2), 29)],
+    )
+    probs = np.random.default_rng(30).dirichlet(np.ones(5), size=4).astype(np.float32)
+    _against_torch(
+        lambda x, p: x.cross_entropy(p, reduction=reduction, label_smoothing=smoothing, weight=Tensor(w)),
+        lambda x, p: F.cross_entropy(x, p, reduction=reduction, label_smoothing=smoothing, weight=torch.tensor(w)),
+        [_randn((4, 5), 31), probs],
+    )
+
+
+def test_cross_entropy_weight_errors():
+    from zeptograd.helpers import ArgumentError
+
+    x, y = Tensor(_randn((3, 4), 34)), Tensor([0, 1, 2])
+    with pytest.raises(RuntimeError):
+        F.cross_entropy(torch.ones(3, 4), torch.tensor([0, 1, 2]), weight=torch.ones(3))
+    with pytest.raises(ArgumentError, match="weight"):
+        x.cross_entropy(y, weight=Tensor.ones(3))
+    with pytest.raises(TypeError, match="weight"):
+        x.cross_entropy(y, weight=[1.0, 1.0, 1.0, 1.0])
 
 
 @pytest.mark.no_roundtrip

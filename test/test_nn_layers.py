@@ -197,6 +197,15 @@ LAYER_PAIRS = [
     (lambda m: m.GroupNorm(2, 4), None),
     (lambda m: m.GroupNorm(2, 4, affine=False), None),
     (lambda m: m.Embedding(5, 3), None),
+    (lambda m: m.Embedding(5, 3, padding_idx=1), None),
+    (lambda m: m.Conv3d(2, 4, (3, 2, 1), groups=2), None),
+    (lambda m: m.ConvTranspose3d(2, 4, 2), None),
+    (lambda m: m.InstanceNorm2d(3, affine=True), None),
+    (lambda m: m.InstanceNorm1d(3), None),
+    (lambda m: m.LSTMCell(3, 4), None),
+    (lambda m: m.LSTMCell(3, 4, bias=False), None),
+    (lambda m: m.Linear(3, 4, dtype="float64"), lambda: torch.nn.Linear(3, 4, dtype=torch.float64)),
+    (lambda m: m.BatchNorm2d(3, dtype=dtypes.float16), lambda: torch.nn.BatchNorm2d(3, dtype=torch.float16)),
 ]
 
 
@@ -527,3 +536,169 @@ def test_two_layer_model_learns_with_plain_sgd():
         losses.append(loss.item())
     assert losses[-1] < 0.6 * losses[0], losses
     assert sum(b < a for a, b in itertools.pairwise(losses)) >= 15, losses
+
+
+# *** issue 15: Conv3d, ConvTranspose output_size, InstanceNorm, LayerNorm2d, LSTMCell, padding_idx, dtype/device
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,x_shape",
+    [((2, 4, 3), {"padding": 1}, (2, 2, 4, 3, 5)), ((4, 2, (2, 1, 3)), {"stride": 2, "groups": 2}, (4, 5, 3, 6))],
+)
+def test_conv3d_matches_torch(args, kwargs, x_shape):
+    _check(nn.Conv3d(*args, **kwargs), torch.nn.Conv3d(*args, **kwargs), x_shape)
+
+
+def test_conv_transpose3d_matches_torch():
+    kwargs = {"stride": 2, "padding": 1, "output_padding": 1}
+    _check(nn.ConvTranspose3d(2, 3, 3, **kwargs), torch.nn.ConvTranspose3d(2, 3, 3, **kwargs), (1, 2, 3, 2, 3))
+
+
+@pytest.mark.parametrize(
+    "kwargs,x_shape,size",
+    [
+        ({"stride": 2}, (2, 2, 4, 4), (10, 10)),
+        ({"stride": 3, "padding": 1}, (1, 2, 3, 4), (8, 11)),
+        ({"stride": (2, 3), "dilation": 2}, (1, 2, 3, 3), (1, 3, 10, 12)),  # the whole output shape
+    ],
+)
+def test_conv_transpose_output_size_matches_torch(kwargs, x_shape, size):
+    class Sized(torch.nn.ConvTranspose2d):
+        def forward(self, x):  # type: ignore[override]
+            return super().forward(x, output_size=list(size))
+
+    class OursSized(nn.ConvTranspose2d):
+        def __call__(self, x: Tensor, output_size=None) -> Tensor:
+            return super().__call__(x, output_size=size)
+
+    ours = OursSized(2, 3, 3, **kwargs)
+    rng = np.random.default_rng(3)
+    theirs = Sized(2, 3, 3, **kwargs)
+    _randomize(theirs, rng)
+    _copy_from_torch(ours, theirs)
+    _compare(ours, theirs, rng.standard_normal(x_shape).astype(np.float32))
+
+
+def test_conv_transpose_output_size_out_of_reach():
+    from zeptograd.helpers import ArgumentError
+
+    with pytest.raises(ValueError):
+        torch.nn.ConvTranspose2d(2, 3, 3, stride=2)(torch.ones(1, 2, 4, 4), output_size=[12, 12])
+    with pytest.raises(ArgumentError, match="output_size"):
+        nn.ConvTranspose2d(2, 3, 3, stride=2)(Tensor.ones(1, 2, 4, 4), output_size=(12, 12))
+
+
+@pytest.mark.parametrize(
+    "ours,theirs,x_shape",
+    [
+        (lambda: nn.InstanceNorm1d(3), lambda: torch.nn.InstanceNorm1d(3), (2, 3, 5)),
+        (lambda: nn.InstanceNorm2d(3, affine=True), lambda: torch.nn.InstanceNorm2d(3, affine=True), (2, 3, 4, 5)),
+        (lambda: nn.InstanceNorm3d(2, eps=1e-3), lambda: torch.nn.InstanceNorm3d(2, eps=1e-3), (1, 2, 3, 2, 4)),
+        (lambda: nn.InstanceNorm(3), lambda: torch.nn.InstanceNorm2d(3, affine=True), (2, 3, 4, 5)),  # tinygrad's
+    ],
+)
+def test_instance_norm_matches_torch(ours, theirs, x_shape):
+    _check(ours(), theirs(), x_shape)
+
+
+def test_layernorm2d_matches_torch_layernorm_over_channels():
+    class ChannelsLast(torch.nn.LayerNorm):
+        def forward(self, x):  # type: ignore[override]
+            return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    _check(nn.LayerNorm2d(4, eps=1e-6), ChannelsLast(4, eps=1e-6), (2, 4, 3, 5))
+
+
+@pytest.mark.parametrize("bias,batched,with_state", [(True, True, True), (False, True, False), (True, False, True)])
+def test_lstm_cell_matches_torch(bias, batched, with_state):
+    rng = np.random.default_rng(11)
+    theirs, ours = torch.nn.LSTMCell(3, 4, bias=bias), nn.LSTMCell(3, 4, bias=bias)
+    _randomize(theirs, rng)
+    _copy_from_torch(ours, theirs)
+    lead = (2,) if batched else ()
+    x, h, c = (rng.standard_normal((*lead, n)).astype(np.float32) for n in (3, 4, 4))
+    ts = [torch.tensor(a, requires_grad=True) for a in (x, h, c)]
+    zs = [Tensor(a) for a in (x, h, c)]
+    ht, ct = theirs(ts[0], (ts[1], ts[2]) if with_state else None)
+    hz, cz = ours(zs[0], (zs[1], zs[2]) if with_state else None)
+    r1, r2 = (rng.standard_normal(tuple(ht.shape)).astype(np.float32) for _ in range(2))
+    ((ht * torch.tensor(r1)).sum() + (ct * torch.tensor(r2)).sum()).backward()
+    names = [k for k, _ in theirs.named_parameters()]
+    targets = [zs[0], *(zs[1:] if with_state else []), *(getattr(ours, k) for k in names)]
+    grads = ((hz * Tensor(r1)).sum() + (cz * Tensor(r2)).sum()).gradient(*targets)
+    np.testing.assert_allclose(hz.numpy(), ht.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(cz.numpy(), ct.detach().numpy(), rtol=1e-5, atol=1e-6)
+    want = [ts[0].grad, *([ts[1].grad, ts[2].grad] if with_state else [])]
+    want += [dict(theirs.named_parameters())[k].grad for k in names]
+    for g, w in zip(grads, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_lstm_cell_init_is_torchs():
+    Tensor.manual_seed(2)
+    cell = nn.LSTMCell(5, 16)
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        _assert_uniform(getattr(cell, name).numpy(), 1 / math.sqrt(16))
+
+
+@pytest.mark.parametrize("padding_idx", [2, -1])
+def test_embedding_padding_idx_matches_torch(padding_idx):
+    rng = np.random.default_rng(6)
+    theirs, ours = torch.nn.Embedding(6, 4, padding_idx=padding_idx), nn.Embedding(6, 4, padding_idx=padding_idx)
+    np.testing.assert_array_equal(ours.weight.numpy()[padding_idx], np.zeros(4, np.float32))  # as torch's init
+    with torch.no_grad():
+        theirs.weight.copy_(torch.from_numpy(rng.standard_normal((6, 4)).astype(np.float32)))  # a nonzero row
+    _copy_from_torch(ours, theirs)
+    idx = np.array([[2, 5, 0], [5, 2, 2]])
+    out_t = theirs(torch.from_numpy(idx))
+    r = rng.standard_normal(tuple(out_t.shape)).astype(np.float32)
+    (out_t * torch.from_numpy(r)).sum().backward()
+    out = ours(Tensor(idx.astype(np.int32)))
+    (g,) = (out * Tensor(r)).sum().gradient(ours.weight)
+    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(g.numpy(), theirs.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_padding_idx_out_of_range():
+    from zeptograd.helpers import ArgumentError
+
+    with pytest.raises(ArgumentError, match="padding_idx"):
+        nn.Embedding(4, 2, padding_idx=4)
+    with pytest.raises(ArgumentError, match="padding_idx"):
+        nn.Embedding(4, 2, padding_idx=-5)
+
+
+def test_layers_take_dtype_and_device():
+    layer = nn.Linear(3, 2, dtype=dtypes.float64)
+    theirs = torch.nn.Linear(3, 2, dtype=torch.float64)
+    _copy_from_torch(layer, theirs)
+    x = np.random.default_rng(7).standard_normal((4, 3))
+    out = layer(Tensor(x))
+    assert out.dtype is dtypes.float64
+    np.testing.assert_allclose(out.numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-12)
+    Tensor.manual_seed(3)
+    a = nn.Conv2d(2, 3, 3, device="PYTHON")
+    Tensor.manual_seed(3)
+    b = nn.Conv2d(2, 3, 3)
+    assert a.weight.device == "PYTHON" and a.bias.device == "PYTHON"
+    np.testing.assert_array_equal(a.weight.numpy(), b.weight.numpy())  # the same draw, on another device
+    for make in (
+        lambda: nn.LayerNorm(3, dtype="float16"),
+        lambda: nn.GroupNorm(1, 3, dtype=np.float16),
+        lambda: nn.RMSNorm(3, dtype=torch.float16),
+        lambda: nn.Embedding(3, 3, dtype="half"),
+        lambda: nn.InstanceNorm(3, dtype="float16"),
+        lambda: nn.LSTMCell(3, 3, dtype="float16"),
+    ):
+        assert all(t.dtype is dtypes.float16 for t in _state(make()).values())
+
+
+def test_layers_refuse_integer_dtypes():
+    from zeptograd.helpers import DTypeError
+
+    with pytest.raises(RuntimeError):
+        torch.nn.Linear(3, 2, dtype=torch.int32)
+    with pytest.raises(DTypeError, match="Linear"):
+        nn.Linear(3, 2, dtype=dtypes.int32)
+    with pytest.raises(TypeError, match="Conv2d"):
+        nn.Conv2d(2, 3, 3, dtype="complex")

@@ -10,7 +10,7 @@ import pytest
 
 from zeptograd import GlobalCounters, Tensor, dtypes
 from zeptograd.engine import realize as engine
-from zeptograd.nn.optim import SGD, Adam, AdamW, Optimizer
+from zeptograd.nn.optim import LAMB, LARS, SGD, Adam, AdamW, Muon, Optimizer, OptimizerGroup
 from zeptograd.schedule.kernelize import buffer_of
 
 SHAPES = [(3, 4), (4,), (2, 1, 3)]
@@ -423,3 +423,226 @@ def test_base_optimizer_has_no_update():
     w.grad = Tensor([1.0])
     with pytest.raises(NotImplementedError, match="Optimizer does not implement _updates"):
         opt.step()
+
+
+# *** LAMB, LARS, Muon (issue 15): against numpy written from each paper's update rule, in float64 ***
+
+
+def _ref_lamb(p, g, st, lr, b1=0.9, b2=0.999, eps=1e-6, wd=0.0, adam=False):
+    """LAMB (You et al. 2019, algorithm 2) with the trust ratio phi(||x||) / ||r + lambda x||, phi the identity."""
+    st["t"] = st.get("t", 0) + 1
+    st["m"] = b1 * st.get("m", 0.0) + (1 - b1) * g
+    st["v"] = b2 * st.get("v", 0.0) + (1 - b2) * g * g
+    m_hat, v_hat = st["m"] / (1 - b1 ** st["t"]), st["v"] / (1 - b2 ** st["t"])
+    up = m_hat / (np.sqrt(v_hat) + eps) + wd * p
+    r1, r2 = np.linalg.norm(p), np.linalg.norm(up)
+    ratio = 1.0 if adam or r1 == 0 or r2 == 0 else r1 / r2
+    return p - lr * ratio * up
+
+
+def _ref_lars(p, g, st, lr, momentum=0.9, wd=1e-4, nesterov=False, classic=True, tcoef=0.001):
+    """LARS (You et al. 2017, algorithm 1): local lr = tcoef * ||w|| / (||g|| + wd * ||w||), momentum on the
+    scaled step (classic) or on the raw one."""
+    r1, r2 = np.linalg.norm(p), np.linalg.norm(g)
+    ratio = tcoef * r1 / (r2 + wd * r1) if tcoef and r1 > 0 and r2 > 0 else 1.0
+    d = g + wd * p
+    if classic:
+        d = d * lr * ratio
+    if momentum:
+        st["b"] = momentum * st.get("b", 0.0) + d
+        d = d + momentum * st["b"] if nesterov else st["b"]
+    if not classic:
+        d = d * lr * ratio
+    return p - d
+
+
+def _ref_muon(p, g, st, lr, momentum=0.95, wd=0.0, ns_steps=5, nesterov=True, eps=1e-7):
+    """Muon (Keller Jordan 2024): EMA momentum, quintic Newton-Schulz on the (rows, rest) matrix, the
+    sqrt(max(1, rows / cols)) scale, decoupled weight decay."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    if momentum:
+        st["b"] = momentum * st.get("b", 0.0) + (1 - momentum) * g
+        g = (1 - momentum) * g + momentum * st["b"] if nesterov else st["b"]
+    x = g.reshape(g.shape[0], -1)
+    tall = x.shape[0] > x.shape[1]
+    x = x.T if tall else x
+    x = x / max(np.linalg.norm(x), eps)
+    for _ in range(ns_steps):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    x = (x.T if tall else x).reshape(p.shape)
+    scale = np.sqrt(max(1.0, p.shape[0] / (p.size // p.shape[0])))
+    return p * (1 - lr * wd) - lr * scale * x
+
+
+PAPER_CONFIGS = {
+    "lamb": (LAMB, {"lr": 0.01}, _ref_lamb, {"lr": 0.01}),
+    "lamb_wd": (LAMB, {"lr": 0.02, "weight_decay": 0.1, "b1": 0.8}, _ref_lamb, {"lr": 0.02, "wd": 0.1, "b1": 0.8}),
+    "lamb_adam": (LAMB, {"lr": 0.01, "adam": True}, _ref_lamb, {"lr": 0.01, "adam": True}),
+    "lars": (LARS, {"lr": 0.5}, _ref_lars, {"lr": 0.5}),
+    "lars_popular": (
+        LARS,
+        {"lr": 0.5, "classic": False, "nesterov": True, "weight_decay": 0.01, "tcoef": 0.02},
+        _ref_lars,
+        {"lr": 0.5, "classic": False, "nesterov": True, "wd": 0.01, "tcoef": 0.02},
+    ),
+    "lars_no_ratio": (LARS, {"lr": 0.1, "tcoef": 0.0}, _ref_lars, {"lr": 0.1, "tcoef": 0.0}),
+    "muon": (Muon, {"lr": 0.02}, _ref_muon, {"lr": 0.02}),
+    "muon_wd": (
+        Muon,
+        {"lr": 0.05, "weight_decay": 0.1, "nesterov": False, "momentum": 0.8},
+        _ref_muon,
+        {"lr": 0.05, "wd": 0.1, "nesterov": False, "momentum": 0.8},
+    ),
+}
+MATRIX_SHAPES = [(3, 4), (5, 2), (2, 1, 3)]  # Muon needs matrices: wide, tall, and a conv-like 3-d weight
+
+
+@pytest.mark.parametrize("name", list(PAPER_CONFIGS))
+def test_paper_optimizers_match_numpy(name: str):
+    cls, kwargs, ref_step, ref_kwargs = PAPER_CONFIGS[name]
+    rng = np.random.default_rng(len(name))
+    init = [rng.standard_normal(s).astype(np.float32) for s in MATRIX_SHAPES]
+    params = [Tensor(a) for a in init]
+    ref = [a.astype(np.float64) for a in init]
+    states: list[dict] = [{} for _ in init]
+    opt = cls(params, **kwargs)
+    for _ in range(4):
+        grads = [rng.standard_normal(s).astype(np.float32) for s in MATRIX_SHAPES]
+        for p, g in zip(params, grads):
+            p.grad = Tensor(g)
+        opt.step()
+        ref = [ref_step(r, g.astype(np.float64), st, **ref_kwargs) for r, g, st in zip(ref, grads, states)]
+        for p, r in zip(params, ref):
+            np.testing.assert_allclose(p.numpy(), r, rtol=1e-4, atol=2e-6)
+
+
+def test_lamb_and_lars_zero_parameter_keep_the_plain_step():
+    # a zero parameter has no norm to scale by: the trust ratio is 1, as the papers' implementations define
+    w, v = Tensor(np.zeros(3, np.float32)), Tensor(np.zeros(3, np.float32))
+    lamb, lars = LAMB([w], lr=0.1), LARS([v], lr=0.1, momentum=0.0, weight_decay=0.0)
+    w.grad = v.grad = Tensor([1.0, -2.0, 0.5])
+    lamb.step()
+    lars.step()
+    np.testing.assert_allclose(w.numpy(), _ref_lamb(np.zeros(3), np.array([1.0, -2.0, 0.5]), {}, 0.1), rtol=1e-5)
+    np.testing.assert_allclose(v.numpy(), [-0.1, 0.2, -0.05], rtol=1e-6)
+
+
+def test_muon_close_to_torch_muon():
+    # torch.optim.Muon runs Newton-Schulz in bfloat16: a loose match, but the same rule (momentum, scale, decay)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    init = [rng.standard_normal(s).astype(np.float32) for s in [(6, 4), (3, 8)]]
+    params, ref = [Tensor(a) for a in init], [torch.tensor(a, requires_grad=True) for a in init]
+    opt, ref_opt = Muon(params, lr=0.02, weight_decay=0.1), torch.optim.Muon(ref, lr=0.02, weight_decay=0.1)
+    for _ in range(3):
+        for p, r in zip(params, ref):
+            g = rng.standard_normal(p.shape).astype(np.float32)
+            p.grad, r.grad = Tensor(g), torch.tensor(g)
+        opt.step()
+        ref_opt.step()
+    for p, r, a in zip(params, ref, init):
+        moved, ref_moved = p.numpy() - a, r.detach().numpy() - a
+        assert np.linalg.norm(moved - ref_moved) < 0.05 * np.linalg.norm(ref_moved)
+
+
+def test_optimizer_group_steps_each_in_one_schedule():
+    rng = np.random.default_rng(4)
+    init = [rng.standard_normal(s).astype(np.float32) for s in [(3, 4), (4,), (2, 3)]]
+    grads = [rng.standard_normal(a.shape).astype(np.float32) for a in init]
+    together = [Tensor(a) for a in init]
+    apart = [Tensor(a) for a in init]
+    group = OptimizerGroup(Muon([together[0], together[2]], lr=0.05), AdamW([together[1]], lr=0.01))
+    single = [Muon([apart[0], apart[2]], lr=0.05), AdamW([apart[1]], lr=0.01)]
+    assert len(group) == 2 and isinstance(group[1], AdamW) and len(group.params) == 3
+    for _ in range(2):
+        for t, a, g in zip(together, apart, grads):
+            t.grad, a.grad = Tensor(g), Tensor(g)
+        group.step()
+        for o in single:
+            o.step()
+    for t, a in zip(together, apart):
+        np.testing.assert_array_equal(t.numpy(), a.numpy())
+    group.zero_grad()
+    assert all(t.grad is None for t in together)
+
+
+@pytest.mark.parametrize(
+    "make, exc, match",
+    [
+        (lambda: Muon([Tensor([1.0, 2.0])]), ValueError, r"Muon: parameter 0 has shape \(2,\).*AdamW"),
+        (lambda: Muon([Tensor([[1.0]])], ns_steps=-1), ValueError, r"Muon: ns_steps"),
+        (lambda: Muon([Tensor([[1.0]])], ns_coefficients=(1.0, 2.0)), ValueError, r"Muon: ns_coefficients"),
+        (lambda: LARS([Tensor([1.0])], tcoef=-1), ValueError, r"LARS: tcoef must be >= 0"),
+        (lambda: LARS([Tensor([1.0])], momentum=0, nesterov=True), ValueError, r"LARS: nesterov=True needs"),
+        (lambda: LAMB([Tensor([1.0])], b1=1.5), ValueError, r"LAMB: b1"),
+        (lambda: OptimizerGroup(), ValueError, r"OptimizerGroup: needs at least one"),
+        (lambda: OptimizerGroup(SGD([Tensor([1.0])]), "adam"), TypeError, r"OptimizerGroup: argument 1 is a str"),
+    ],
+)
+def test_paper_optimizer_bad_arguments(make, exc, match):
+    with pytest.raises(exc, match=match):
+        make()
+
+
+def test_optimizer_group_refuses_a_shared_parameter():
+    w = Tensor([1.0])
+    with pytest.raises(ValueError, match="more than one"):
+        OptimizerGroup(SGD([w]), Adam([w]))
+
+
+# *** fused=True (issue 15): one flat state buffer per kind, the same values as unfused (and as torch) ***
+
+
+@pytest.mark.parametrize("name", ["sgd_wd", "momentum_wd", "nesterov", "adam_wd", "adamw_betas"])
+def test_fused_steps_match_torch_and_unfused(name: str):
+    torch = pytest.importorskip("torch")
+    cls, kwargs, torch_name, torch_kwargs = CONFIGS[name]
+    init, grads = _data(3, seed=5)
+    plain, fused = [Tensor(a) for a in init], [Tensor(a) for a in init]
+    ref = [torch.tensor(a, requires_grad=True) for a in init]
+    opt_plain, opt_fused = cls(plain, **kwargs), cls(fused, fused=True, **kwargs)
+    ref_opt = getattr(torch.optim, torch_name)(ref, **torch_kwargs)
+    for step_grads in grads:
+        for p, q, r, g in zip(plain, fused, ref, step_grads):
+            p.grad, q.grad, r.grad = Tensor(g), Tensor(g), torch.tensor(g)
+        opt_plain.step()
+        opt_fused.step()
+        ref_opt.step()
+        for p, q, r in zip(plain, fused, ref):
+            np.testing.assert_array_equal(q.numpy(), p.numpy())
+            np.testing.assert_allclose(q.numpy(), r.detach().numpy(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("name,expected", [("sgd", P + 1), ("momentum", P + 2), ("adam", P + 5)])
+def test_fused_step_kernel_count(name: str, expected: int):
+    # one copy of the flat parameters, one kernel per kind of state (and Adam's counters), one write per
+    # parameter; Adam's flat update (a square root and divisions) is stored once, not recomputed by each write
+    cls, kwargs, _, _ = CONFIGS[name]
+    init, grads = _data(2, seed=6)
+    params = [Tensor(a) for a in init]
+    opt = cls(params, fused=True, **kwargs)
+    for step_grads in grads:
+        for p, g in zip(params, step_grads):
+            p.grad = Tensor(g).realize()
+        GlobalCounters.reset()
+        opt.step()
+        assert GlobalCounters.kernel_count == expected
+
+
+def test_fused_errors():
+    with pytest.raises(ValueError, match="fused=True needs parameters of one dtype"):
+        Adam([Tensor([1.0]), Tensor([1.0], dtype=dtypes.float64)], fused=True)
+    w, b = Tensor([1.0, 2.0]), Tensor([3.0])
+    opt = SGD([w, b], lr=0.1, fused=True)
+    w.grad = Tensor([1.0, 1.0])
+    with pytest.raises(ValueError, match=r"fused=True needs a gradient for every parameter; parameters \[1\]"):
+        opt.step()
+    assert w.tolist() == [1.0, 2.0]
+    for make in (
+        lambda: LAMB([w], fused=True),
+        lambda: LARS([w], fused=True),
+        lambda: Muon([Tensor([[1.0]])], fused=True),
+    ):
+        with pytest.raises(ValueError, match="fused=True is not supported"):
+            make()

@@ -398,3 +398,39 @@ def test_dropout_dtypes_and_devices(device):
 def test_dropout_errors():
     with pytest.raises(ValueError, match=r"dropout: .*between 0 and 1.*1.5"):
         Tensor.ones(2).dropout(1.5)
+
+
+# *** issue 15, group 7: from_blob, requires_grad= ***
+
+
+@pytest.mark.parametrize("np_dtype", [np.float32, np.int16, np.uint8, np.float64, np.bool_, np.int64])
+def test_from_blob_copies_the_memory(np_dtype):
+    a = (np.arange(12).reshape(3, 4) % 5).astype(np_dtype)
+    name = np.dtype(np_dtype).name
+    t = Tensor.from_blob(a.ctypes.data, (3, 4), dtype=name)
+    assert t.dtype.name == name and t.shape == (3, 4)
+    np.testing.assert_array_equal(t.numpy(), a)
+    a[0, 0] = 1 - a[0, 0]  # a copy: later writes to the memory are not seen
+    assert t.numpy()[0, 0] != a[0, 0]
+
+
+def test_from_blob_defaults_and_errors():
+    import ctypes
+
+    from zeptograd.helpers import ArgumentError
+
+    raw = (ctypes.c_float * 4)(1.0, 2.5, -3.0, 4.0)
+    t = Tensor.from_blob(ctypes.addressof(raw), 4, device="PYTHON")
+    assert t.dtype is dtypes.float32 and t.device == "PYTHON" and t.tolist() == [1.0, 2.5, -3.0, 4.0]
+    assert Tensor.from_blob(0, (0, 3)).shape == (0, 3)
+    with pytest.raises(ArgumentError, match="NULL"):
+        Tensor.from_blob(0, (2,))
+    with pytest.raises(TypeError, match="ptr"):
+        Tensor.from_blob(raw, (4,))
+
+
+def test_tensor_requires_grad_argument():
+    assert Tensor([1.0], requires_grad=True).requires_grad is True
+    assert Tensor([1.0], requires_grad=False).requires_grad is False and Tensor([1.0]).requires_grad is None
+    with pytest.raises(TypeError, match="requires_grad"):
+        Tensor([1.0], requires_grad="yes")

@@ -1096,3 +1096,79 @@ def test_clamp_without_bounds_is_an_error():
 def test_bad_parameters_name_the_op(call: Callable, exc: type, match: str) -> None:
     with pytest.raises(exc, match=match):
         call(Tensor([[1.0, -2.0, 3.0]]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# isclose / allclose (issue 15, group 3), against torch
+
+ISCLOSE_CASES = [
+    ({}, np.float32),
+    ({"rtol": 0.1}, np.float32),
+    ({"atol": 0.5, "rtol": 0.0}, np.float32),
+    ({"equal_nan": True}, np.float32),
+    ({"atol": 1e-3}, np.float16),
+    ({"rtol": 1e-12, "atol": 0.0}, np.float64),
+]
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("kwargs,np_dtype", ISCLOSE_CASES, ids=repr)
+def test_isclose_matches_torch(kwargs: dict, np_dtype: Any, device: str):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4, 6)).astype(np_dtype)
+    b = a + (rng.standard_normal((4, 6)) * np.logspace(-9, 0, 6)).astype(np_dtype)  # from equal to far apart
+    special = np.array([np.inf, -np.inf, np.nan, np.inf, np.nan, 0.0], np_dtype)
+    a[0], b[0] = special, np.array([np.inf, np.inf, np.nan, 1.0, 0.0, -0.0], np_dtype)
+    got = Tensor(a, device=device).isclose(Tensor(b, device=device), **kwargs)
+    want = torch.isclose(torch.tensor(a), torch.tensor(b), **kwargs).numpy()
+    assert got.dtype == dtypes.bool
+    np.testing.assert_array_equal(got.numpy(), want)
+    row = Tensor(a, device=device).isclose(Tensor(b[1], device=device), **kwargs)  # broadcasting
+    np.testing.assert_array_equal(row.numpy(), torch.isclose(torch.tensor(a), torch.tensor(b[1]), **kwargs).numpy())
+    assert Tensor(a, device=device).allclose(Tensor(b, device=device), **kwargs) == torch.allclose(
+        torch.tensor(a), torch.tensor(b), **kwargs
+    )
+
+
+def test_isclose_ints_bools_and_scalars():
+    torch = pytest.importorskip("torch")
+    i, j = np.array([2**31 - 1, 5, -7, 0], np.int32), np.array([-(2**31), 6, -7, 3], np.int32)
+    for kwargs in ({}, {"atol": 1}, {"atol": 2**33}, {"rtol": 0.5}):
+        want = torch.isclose(torch.tensor(i), torch.tensor(j), **kwargs).numpy()
+        np.testing.assert_array_equal(Tensor(i).isclose(Tensor(j), **kwargs).numpy(), want)
+    m, n = np.array([True, False, True]), np.array([True, True, False])
+    np.testing.assert_array_equal(Tensor(m).isclose(Tensor(n)).numpy(), torch.isclose(torch.tensor(m), torch.tensor(n)))
+    np.testing.assert_array_equal(Tensor([1.0, 2.0, 2.00001]).isclose(2.0).numpy(), [False, True, True])
+    assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0])) is True
+
+
+def test_isclose_refuses_what_torch_refuses():
+    from zeptograd.helpers import ArgumentError
+
+    torch = pytest.importorskip("torch")
+    for kwargs in ({"rtol": -1.0}, {"atol": -1e-3}):
+        with pytest.raises(RuntimeError):
+            torch.isclose(torch.ones(2), torch.ones(2), **kwargs)
+        with pytest.raises(ArgumentError, match="isclose"):
+            Tensor.ones(2).isclose(Tensor.ones(2), **kwargs)
+    with pytest.raises(RuntimeError):
+        torch.isclose(torch.ones(2), torch.ones(2, dtype=torch.int32))
+    with pytest.raises(ArgumentError, match="same dtype"):
+        Tensor.ones(2).isclose(Tensor.ones(2, dtype=dtypes.int32))
+
+
+BITCAST_DTYPES = ["uint8", "int8", "int16", "float16", "int32", "uint32", "float32", "int64", "uint64", "float64"]
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("src", BITCAST_DTYPES)
+def test_bitcast_between_sizes_matches_numpy_view(src: str, device: str):
+    # issue 15, group 7: the last axis scales (numpy's .view and torch's view(dtype)); random bytes, NaN patterns too
+    raw = np.random.default_rng(len(src)).integers(0, 256, (2, 16), dtype=np.uint8)
+    a = raw.view(src)
+    for dst in BITCAST_DTYPES:
+        want = a.view(dst)
+        got = Tensor(a, device=device).bitcast(dst)
+        assert got.shape == want.shape and got.dtype.name == dst
+        assert got.numpy().tobytes() == want.tobytes(), (src, dst)

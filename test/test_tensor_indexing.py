@@ -690,3 +690,26 @@ def test_masked_fill_errors_name_masked_fill() -> None:
     with pytest.raises(ValueError, match=r"masked_fill: shapes \(2, 3\) and \(2,\) cannot be broadcast"):
         x.masked_fill(Tensor([True, False]), 1.0)
     assert x.masked_fill(x > 0, np.float32(2.0)).tolist() == np.full((2, 3), 2.0).tolist()
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda a, b: (1, a, slice(None), b),  # the issue's example: separated by a slice, after an int
+        lambda a, b: (slice(None), a, slice(None), b),
+        lambda a, b: (a, slice(1, 3), b),
+        lambda a, b: (a, slice(None), slice(None), b),
+        lambda a, b: (slice(None), a, b),  # adjacent: the index dims stay in place
+        lambda a, b: (Ellipsis, a, slice(None), b),
+        lambda a, b: (a.reshape(3, 1), slice(None), None, b),
+    ],
+)
+def test_separated_index_tensors_go_first_as_torch(build: Any):
+    # issue 15, group 4: index tensors separated by a slice (or an int) put their broadcast dims first
+    torch = pytest.importorskip("torch")
+    x = np.arange(2 * 5 * 3 * 4, dtype=np.float32).reshape(2, 5, 3, 4)
+    ia, ib = np.array([0, 1, 1]), np.array([2, 0, 1])
+    want = torch.tensor(x)[build(torch.tensor(ia), torch.tensor(ib))].numpy()
+    got = Tensor(x)[build(Tensor(ia), Tensor(ib))]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)

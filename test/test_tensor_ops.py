@@ -1345,3 +1345,64 @@ def test_errors_are_not_assertions():
         with pytest.raises(Exception) as e:
             fn()
         assert not isinstance(e.value, AssertionError), repr(e.value)
+
+
+# *** zero-size inputs through many ops, against torch (issue 15, group 7) ***
+
+ZERO_SIZE_OPS: dict[str, tuple[Callable, Callable]] = {
+    "clone": (lambda t: t.clone(), lambda t: t.clone()),
+    "exp": (lambda t: t.exp(), lambda t: t.exp()),
+    "sum0": (lambda t: t.sum(0), lambda t: t.sum(0)),
+    "sum": (lambda t: t.sum(), lambda t: t.sum()),
+    "mean0": (lambda t: t.mean(0), lambda t: t.mean(0)),
+    "prod0": (lambda t: t.prod(0), lambda t: t.prod(0)),
+    "max-1": (lambda t: t.max(-1), lambda t: t.amax(-1)),
+    "max0": (lambda t: t.max(0), lambda t: t.amax(0)),  # an empty axis: both raise IndexError
+    "argmax-1": (lambda t: t.argmax(-1), lambda t: t.argmax(-1)),
+    "any0": (lambda t: t.any(0), lambda t: t.any(0)),
+    "all0": (lambda t: t.all(0), lambda t: t.all(0)),
+    "logsumexp0": (lambda t: t.logsumexp(0), lambda t: t.logsumexp(0)),
+    "softmax0": (lambda t: t.softmax(0), lambda t: t.softmax(0)),
+    "cumsum0": (lambda t: t.cumsum(0), lambda t: t.cumsum(0)),
+    "cummax0": (lambda t: t.cummax(0).indices, lambda t: t.cummax(0).indices),
+    "sort0": (lambda t: t.sort(0)[0], lambda t: t.sort(0)[0]),
+    "pad": (lambda t: t.pad(((1, 1),) + ((0, 0),) * (t.ndim - 1)), lambda t: TF.pad(t, (0, 0) * (t.ndim - 1) + (1, 1))),
+    "flip": (lambda t: t.flip(0), lambda t: t.flip(0)),
+    "matmul": (lambda t: t @ Tensor.ones(3, 2), lambda t: t @ torch.ones(3, 2)),
+    "gram": (lambda t: t.transpose(-1, -2) @ t, lambda t: t.transpose(-1, -2) @ t),
+    "cat": (lambda t: t.cat(t, dim=0), lambda t: torch.cat([t, t], 0)),
+    "stack": (lambda t: t.stack(t), lambda t: torch.stack([t, t])),
+    "repeat": (lambda t: t.repeat(*(2,) * t.ndim), lambda t: t.repeat(*(2,) * t.ndim)),
+    "where": (lambda t: (t > 0).where(t, 1.0), lambda t: torch.where(t > 0, t, 1.0)),
+    "getitem": (lambda t: t[..., 1:], lambda t: t[..., 1:]),
+    "nonzero": (lambda t: t.nonzero(), lambda t: t.nonzero()),
+    "unfold": (lambda t: t.unfold(-1, 2, 1), lambda t: t.unfold(-1, 2, 1)),
+    "roll": (lambda t: t.roll(1, 0), lambda t: t.roll(1, 0)),
+    "layernorm": (lambda t: t.layernorm(), lambda t: TF.layer_norm(t, t.shape[-1:])),
+    "isclose": (lambda t: t.isclose(t), lambda t: t.isclose(t)),
+    "einsum": (lambda t: Tensor.einsum("...j->...", t), lambda t: torch.einsum("...j->...", t)),
+}
+try:  # the references; this file's other tests run without torch
+    import torch
+
+    TF = torch.nn.functional
+except ImportError:
+    torch = TF = None
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0, 3)])
+@pytest.mark.parametrize("name", list(ZERO_SIZE_OPS))
+def test_zero_size_inputs_match_torch(name: str, shape: tuple[int, ...]):
+    if torch is None:
+        pytest.skip("torch is not installed")
+    ours, theirs = ZERO_SIZE_OPS[name]
+    a = np.zeros(shape, np.float32)
+    try:
+        want = theirs(torch.tensor(a)).numpy()
+    except Exception as e:  # torch refuses: so must we, with the same class
+        with pytest.raises(type(e)):
+            ours(Tensor(a)).numpy()
+        return
+    got = ours(Tensor(a)).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))

@@ -191,7 +191,7 @@ def test_reductions_of_noncontiguous_inputs(view: str, device: str):
         check(t.argmax(axis=axis), a.argmax(axis=axis), dtypes.int32)
         check(t.argmin(axis=axis), a.argmin(axis=axis), dtypes.int32)
         check(t.cumsum(axis=axis), np.cumsum(wide(a), axis=axis), dtypes.float32)
-        check(t.cummax(axis=axis), np.maximum.accumulate(a, axis=axis), dtypes.float32)
+        check(t.cummax(axis=axis).values, np.maximum.accumulate(a, axis=axis), dtypes.float32)
 
 
 def test_result_dtypes():
@@ -205,7 +205,8 @@ def test_result_dtypes():
     assert h.sum().dtype == dtypes.float16 and h.prod().dtype == dtypes.float16 and h.mean().dtype == dtypes.float16
     assert h.var().dtype == dtypes.float16 and h.std_mean()[1].dtype == dtypes.float16
     assert i.cumsum().dtype == dtypes.int32 and b.cumsum().dtype == dtypes.int32 and h.cumsum().dtype == dtypes.float16
-    assert i.cumprod().dtype == dtypes.int32 and i.cummax().dtype == dtypes.int32 and b.cummin().dtype == dtypes.bool
+    assert i.cumprod().dtype == dtypes.int32 and i.cummax().values.dtype == dtypes.int32
+    assert b.cummin().values.dtype == dtypes.bool and b.cummin().indices.dtype == dtypes.int32
     assert i.logcumsumexp().dtype == dtypes.float32
     u8 = Tensor(np.array([200, 100], np.uint8))
     assert u8.sum().item() == 300 and u8.cumsum().tolist() == [200, 300]
@@ -226,7 +227,7 @@ def test_other_dtypes(np_dtype: Any):
     np.testing.assert_array_equal(t.cumsum(1).numpy(), np.cumsum(a, 1, dtype=acc))
     for op in ["max", "min", "argmax", "argmin"]:
         np.testing.assert_array_equal(getattr(t, op)(axis=0).numpy(), getattr(a, op)(axis=0))
-    np.testing.assert_array_equal(t.cummin(1).numpy(), np.minimum.accumulate(a, 1))
+    np.testing.assert_array_equal(t.cummin(1).values.numpy(), np.minimum.accumulate(a, 1))
     for descending in (False, True):
         values, indices = t.sort(descending=descending)
         assert values.dtype == t.dtype and indices.dtype == dtypes.int32
@@ -345,6 +346,12 @@ def test_plain_reductions_are_one_kernel():
 # ---------------------------------------------------------------------------------------------------------------
 # scans
 
+
+def _values(out: Any) -> Any:
+    """A scan's values: cummax and cummin return (values, indices), as PyTorch's."""
+    return out.values if isinstance(out, tuple) else out
+
+
 SCANS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
     "cumsum": lambda a, axis: np.cumsum(wide(a), axis=axis),
     "cumprod": lambda a, axis: np.cumprod(wide(a), axis=axis),
@@ -360,9 +367,9 @@ def test_scan_matches_numpy(op: str, dtype: DType, device: str):
     a = data((3, 4, 5), dtype, seed=len(op) + 40, small=op == "cumprod")
     t = Tensor(a, device=device)
     out_dt = int_out(dtype) if op in ("cumsum", "cumprod") else dtype
-    check(getattr(t, op)(), SCANS[op](a, 0), out_dt)  # tinygrad's default axis is 0
-    check(getattr(t, op)(-1), SCANS[op](a, -1), out_dt)
-    check(getattr(t, op)(dim=1), SCANS[op](a, 1), out_dt)
+    check(_values(getattr(t, op)()), SCANS[op](a, 0), out_dt)  # tinygrad's default axis is 0
+    check(_values(getattr(t, op)(-1)), SCANS[op](a, -1), out_dt)
+    check(_values(getattr(t, op)(dim=1)), SCANS[op](a, 1), out_dt)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -371,16 +378,18 @@ def test_scan_sizes_zero_one_and_0d(device: str):
         for shape in [(0,), (3, 0), (0, 4), (1,), (4, 1)]:
             a = data(shape, dtypes.float32, seed=2)
             want = SCANS[op](a, -1) if op != "logcumsumexp" else np.logaddexp.accumulate(wide(a), axis=-1)
-            check(getattr(Tensor(a, device=device), op)(-1), want, dtypes.float32)
-        check(getattr(Tensor(1.5, device=device), op)(0), np.array(1.5), dtypes.float32)
+            check(_values(getattr(Tensor(a, device=device), op)(-1)), want, dtypes.float32)
+        check(_values(getattr(Tensor(1.5, device=device), op)(0)), np.array(1.5), dtypes.float32)
 
 
 def test_scan_with_nan_and_inf():
     torch = pytest.importorskip("torch")
     f = np.array([[1.0, np.nan, 3.0, 0.5], [-np.inf, 2.0, np.inf, 1.0], [5.0, 4.0, np.nan, 6.0]], np.float32)
     t, tt = Tensor(f), torch.tensor(f)
-    check(t.cummax(1), torch.cummax(tt, 1).values.numpy(), dtypes.float32)  # NaN propagates, as torch
-    check(t.cummin(1), torch.cummin(tt, 1).values.numpy(), dtypes.float32)
+    check(t.cummax(1).values, torch.cummax(tt, 1).values.numpy(), dtypes.float32)  # NaN propagates, as torch
+    check(t.cummin(1).values, torch.cummin(tt, 1).values.numpy(), dtypes.float32)
+    check(t.cummax(1).indices, torch.cummax(tt, 1).indices.numpy(), dtypes.int32)  # the last NaN so far
+    check(t.cummin(1).indices, torch.cummin(tt, 1).indices.numpy(), dtypes.int32)
     with np.errstate(invalid="ignore"):
         check(t.cumsum(1), np.cumsum(f.astype(np.float64), 1), dtypes.float32)
     check(t.logcumsumexp(1), torch.logcumsumexp(tt.double(), 1).numpy(), dtypes.float32)
@@ -422,8 +431,9 @@ def test_long_scans_run_in_blocks():
         np.testing.assert_allclose(out, f.astype(np.float64).cumsum(), rtol=0, atol=2e-4)
         i = rng.integers(-1000, 1000, n).astype(np.int32)
         check(Tensor(i).cumsum(), i.astype(np.int64).cumsum(), dtypes.int32)
-        check(Tensor(f).cummax(), np.maximum.accumulate(f), dtypes.float32)
-        check(Tensor(i).cummin(), np.minimum.accumulate(i), dtypes.int32)
+        check(Tensor(f).cummax().values, np.maximum.accumulate(f), dtypes.float32)
+        check(Tensor(i).cummin().values, np.minimum.accumulate(i), dtypes.int32)
+        check(Tensor(i).cummax().indices, torch.cummax(torch.tensor(i), 0).indices.numpy(), dtypes.int32)
     f = rng.standard_normal((2, 3000)).astype(np.float32) * 30
     check(Tensor(f).logcumsumexp(1), torch.logcumsumexp(torch.tensor(wide(f)), 1).numpy(), dtypes.float32, rtol=1e-5)
     check(Tensor(f.T).logcumsumexp(0), torch.logcumsumexp(torch.tensor(wide(f.T)), 0).numpy(), dtypes.float32)
@@ -613,3 +623,63 @@ def test_sum_dtype_name_names_the_op() -> None:
     for op in ("prod", "cumsum", "cumprod"):
         with pytest.raises(TypeError, match=rf"{op}: unknown dtype name 'bogus'"):
             getattr(Tensor.ones(2, 3), op)(0, dtype="bogus")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 15, group 3: cummax/cummin indices, sum/prod dtype= in every spelling
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin_indices_match_torch(op: str, dtype: DType, device: str):
+    torch = pytest.importorskip("torch")
+    a = data((3, 4, 5), dtype, seed=len(op) + 7, small=True)  # small ints and bools: many ties
+    for axis in (0, 1, -1):
+        values, indices = getattr(Tensor(a, device=device), op)(axis)
+        want = getattr(torch, op)(torch.tensor(a), axis)
+        check(values, want.values.numpy(), dtype)
+        check(indices, want.indices.numpy(), dtypes.int32)
+
+
+def test_cummax_indices_long_axis_and_named_fields():
+    torch = pytest.importorskip("torch")
+    i = np.random.default_rng(3).integers(-5, 6, (2, 300)).astype(np.int32)  # ties across the 64-element blocks
+    out = Tensor(i).cummin(dim=1)
+    want = torch.cummin(torch.tensor(i), dim=1)
+    check(out.values, want.values.numpy(), dtypes.int32)
+    check(out.indices, want.indices.numpy(), dtypes.int32)
+    empty, scalar = Tensor(np.zeros((2, 0), np.float32)).cummax(1), Tensor(4.0).cummax(0)
+    assert empty.indices.shape == (2, 0) and scalar.indices.shape == () and scalar.indices.item() == 0
+
+
+SUM_DTYPES = ["float64", "int16", "int64", "uint8", "float16", "int32"]
+
+
+@pytest.mark.parametrize("name", SUM_DTYPES)
+def test_sum_prod_dtype_every_spelling_matches_torch(name: str):
+    torch = pytest.importorskip("torch")
+    a = np.array([[100, 27, 3], [-4, 5, 90]], np.int32)
+    tt = torch.tensor(a)
+    for spelling in (name, getattr(dtypes, name), np.dtype(name), getattr(np, name), getattr(torch, name)):
+        for op in ("sum", "prod"):
+            got = getattr(Tensor(a), op)(1, dtype=spelling)
+            want = getattr(tt, op)(1, dtype=getattr(torch, name)).numpy()
+            assert got.dtype == getattr(dtypes, name), (op, spelling)
+            np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_unknown_dtype_spellings_are_type_errors():
+    torch = pytest.importorskip("torch")
+    for bad in (np.complex64, torch.complex64, "float128", 3):
+        with pytest.raises(TypeError):
+            Tensor([1.0]).sum(dtype=bad)
+
+
+def test_dtype_min_max_match_numpy():
+    for dt in dtypes.ints:
+        info = np.iinfo(np.dtype(dt.name))
+        assert (dt.min, dt.max) == (int(info.min), int(info.max)), dt
+    assert (dtypes.bool.min, dtypes.bool.max) == (False, True)
+    for dt in (dtypes.float16, dtypes.float32, dtypes.float64):
+        assert dt.min == -math.inf and dt.max == math.inf  # tinygrad's: a float's range ends at infinity

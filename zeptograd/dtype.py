@@ -19,6 +19,8 @@ import struct
 from enum import Enum
 from typing import Any, ClassVar, Final
 
+import numpy as np
+
 ConstType = bool | int | float
 """The Python type of a constant's value."""
 
@@ -80,6 +82,24 @@ class DType:
     @property
     def vcount(self) -> int:
         return self.count
+
+    @property
+    def min(self) -> ConstType:
+        """The smallest value of this dtype (`dtypes.min`: -inf for floats, as tinygrad).
+
+        >>> dtypes.int32.min, dtypes.uint8.min, dtypes.float32.min
+        (-2147483648, 0, -inf)
+        """
+        return dtypes.min(self)
+
+    @property
+    def max(self) -> ConstType:
+        """The largest value of this dtype (`dtypes.max`: inf for floats, as tinygrad).
+
+        >>> dtypes.int32.max, dtypes.uint8.max, dtypes.bool.max
+        (2147483647, 255, True)
+        """
+        return dtypes.max(self)
 
     def scalar(self) -> DType:
         """The element type of a vector dtype (the dtype itself for a scalar)."""
@@ -298,11 +318,13 @@ _INT_SET = frozenset((*dtypes.ints, dtypes.index))
 _UINT_SET = frozenset(dtypes.uints)
 
 
-def to_dtype(x: DType | str) -> DType:
-    """A DType from a DType or a name (`'float32'`, `'float'`, `'int'`, `'half'`).
+def to_dtype(x: Any) -> DType:
+    """A DType from a DType, a name (`'float32'`, `'float'`, `'int'`, `'half'`), a numpy dtype or scalar type
+    (`np.float64`, `np.dtype('int16')`) or a torch dtype (`torch.int64`), so code written for any of the three
+    can pass its own spelling.
 
-    >>> to_dtype("int")
-    dtypes.int32
+    >>> to_dtype("int"), to_dtype(np.float64), to_dtype(np.dtype("uint8"))
+    (dtypes.int32, dtypes.float64, dtypes.uint8)
     """
     if isinstance(x, DType):
         return x
@@ -310,6 +332,16 @@ def to_dtype(x: DType | str) -> DType:
         if (dt := dtypes.fields().get(x)) is None:
             raise TypeError(f"unknown dtype name {x!r}")
         return dt
+    # a torch dtype prints as 'torch.float32'; checked by module name so torch is never imported here
+    if type(x).__module__ == "torch" and type(x).__name__ == "dtype":
+        name = str(x).removeprefix("torch.")
+        if (dt := dtypes.fields().get(name)) is not None:
+            return dt
+        raise TypeError(f"no zeptograd dtype for {x!r}")
+    if isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic)):
+        if (dt := dtypes.fields().get(np.dtype(x).name)) is not None:
+            return dt
+        raise TypeError(f"no zeptograd dtype for the numpy dtype {np.dtype(x)!r}")
     raise TypeError(f"expected a DType or a dtype name, got {type(x).__name__}: {x!r}")
 
 

@@ -159,8 +159,12 @@ class Tensor(
     train = train
     __hash__ = object.__hash__  # == builds a comparison, so tensors hash by identity
 
-    def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None):
+    def __init__(
+        self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None
+    ):
         device = _device(device, "Tensor")
+        if requires_grad is not None and not isinstance(requires_grad, bool):
+            raise TypeError(f"Tensor: requires_grad must be a bool or None, got {requires_grad!r}")
         dt = tensor_dtype(dtype, "Tensor") if dtype is not None else None
         rounded = False
         if isinstance(data, UOp):
@@ -198,7 +202,7 @@ class Tensor(
         self.device: str = device
         self.grad: Tensor | None = None
         # None: no preference (backward fills .grad of every float tensor in the graph); False: never
-        self.requires_grad: bool | None = None
+        self.requires_grad: bool | None = requires_grad
         live_tensors.add(self)
         if rounded:  # data rounded to bfloat16 or fp8: a tensor made from data is a buffer
             self.realize()
@@ -393,8 +397,11 @@ class Tensor(
         >>> a += 1
         >>> b.tolist()
         [1, 2]
+
+        As in tinygrad, the copy keeps `requires_grad` and a copy of `.grad`.
         """
         out = self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+        out.requires_grad = self.requires_grad
         if self.grad is not None:  # tinygrad's clone keeps the gradient (a copy of it)
             out.grad = self.grad.clone()
         return out
@@ -402,7 +409,6 @@ class Tensor(
     def __deepcopy__(self, memo: dict) -> Tensor:
         """`copy.deepcopy(t)`: a realized copy in a buffer of its own, with a copy of `.grad`, as torch's."""
         out = self.clone().realize()
-        out.requires_grad = self.requires_grad
         memo[id(self)] = out
         return out
 

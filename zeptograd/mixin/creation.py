@@ -209,6 +209,32 @@ class CreationMixin:
         """
         return self.full_like(1, dtype=dtype, device=device)
 
+    @classmethod
+    def from_blob(cls, ptr: int, shape: Any, dtype: Any = None, device: str | None = None) -> Tensor:
+        """A tensor of `shape` and `dtype` (default float32) from the C-ordered elements at the address `ptr` (an
+        int, as `ctypes.addressof` or numpy's `.ctypes.data` give), as tinygrad's `from_blob`. The memory is
+        copied now, so the tensor does not alias it (tinygrad's does): later writes to the memory are not seen.
+
+        >>> import ctypes
+        >>> raw = (ctypes.c_float * 3)(1.0, 2.0, 3.0)
+        >>> Tensor.from_blob(ctypes.addressof(raw), (3,)).tolist()
+        [1.0, 2.0, 3.0]
+        """
+        if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)):
+            raise TypeError(f"from_blob: ptr must be an int address, got {type(ptr).__name__}")
+        size = shape_arg(shape if isinstance(shape, tuple) else (shape,), "from_blob")
+        if any(s < 0 for s in size):
+            raise ArgumentError(f"from_blob: negative size in {size}")
+        dt = tensor_dtype(dtype, "from_blob") if dtype is not None else dtypes.default_float
+        if ptr == 0 and prod(size) > 0:
+            raise ArgumentError("from_blob: ptr is NULL")
+        nbytes = prod(size) * dt.itemsize
+        import ctypes
+
+        data = ctypes.string_at(int(ptr), nbytes) if nbytes else b""
+        arr = np.frombuffer(data, dtype=np.dtype(dt.fmt) if dt.fmt != "?" else np.bool_).reshape(size)
+        return cls(arr, dtype=dt, device=device)
+
     def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """An uninitialised tensor of this tensor's shape (and dtype and device, unless given).
 

@@ -50,6 +50,9 @@ from zeptograd.uop.ops import Ops, UOp
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
 
+# the unsigned dtype of each element size: bitcasts between sizes move bits through them
+_UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
 # ---------------------------------------------------------------------------------------------------------------
 # constants
 
@@ -1227,6 +1230,43 @@ class ElementwiseMixin:
             return self.full(self.shape, True, dtype=dtypes.bool, device=self.device)
         return (self == self) & (self != math.inf) & (self != -math.inf)
 
+    def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+        """True where |self - other| <= atol + rtol * |other| (or the two are equal, infinities included), as
+        PyTorch's `isclose`; NaN is close to NaN only with `equal_nan`. A tensor `other` must have this tensor's
+        dtype (PyTorch refuses a mix); a Python scalar takes it. Integers compare in float64, so the tolerance
+        never overflows them.
+
+        >>> Tensor([1.0, 2.0, float("nan")]).isclose(Tensor([1.0 + 1e-9, 2.1, float("nan")])).tolist()
+        [True, False, False]
+        """
+        for name, tol in (("rtol", rtol), ("atol", atol)):
+            if isinstance(tol, bool) or not isinstance(tol, (int, float)):
+                raise TypeError(f"isclose: {name} must be a number, got {tol!r}")
+            if not tol >= 0:
+                raise ArgumentError(f"isclose: {name} must be greater than or equal to zero, got {tol}")
+        if isinstance(other, type(self)) and other.dtype is not self.dtype:
+            raise ArgumentError(f"isclose: both inputs need the same dtype, got {self.dtype!r} and {other.dtype!r}")
+        a, b = self._operands("isclose", other)
+        exact = a == b  # equal values are close whatever the tolerance, and this is what matches an infinity
+        if dtypes.is_bool(a.dtype):
+            return exact
+        wide = a.dtype if dtypes.is_float(a.dtype) else dtypes.float64
+        a, b = a.cast(compute_dtype(wide)), b.cast(compute_dtype(wide))
+        error = (a - b).abs()
+        # an infinite error is never within tolerance (rtol * |inf| would admit -inf next to inf)
+        close = exact | (error.isfinite() & (error <= atol + rtol * b.abs()))
+        if equal_nan and dtypes.is_float(self.dtype):
+            close = close | (a.isnan() & b.isnan())
+        return close
+
+    def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+        """Whether every element is `isclose` to `other` (a Python bool, as PyTorch's `allclose`; it runs now).
+
+        >>> Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-7]))
+        True
+        """
+        return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
     # *** activations ***
 
     @_derivative(lambda x, y: x > 0)
@@ -1432,8 +1472,8 @@ class ElementwiseMixin:
         """The same bits read as `dtype` (bool is not allowed either way). To a dtype of another size, the last
         axis scales by the ratio of the sizes, as torch's `view(dtype)`.
 
-        >>> Tensor([1.0]).bitcast("int32").tolist()
-        [1065353216]
+        >>> Tensor([1.0]).bitcast("int32").tolist(), Tensor([1.0]).bitcast("uint16").tolist()
+        ([1065353216], [0, 16256])
         """
         dt = tensor_dtype(dtype, "bitcast")
         if dtypes.is_bool(dt) or dtypes.is_bool(self.dtype):
@@ -1448,18 +1488,17 @@ class ElementwiseMixin:
         src, name = self.dtype, f"bitcast from {self.dtype!r} to {dt!r}"
         if not self.ndim:
             raise ArgumentError(f"{name}: the sizes differ, and a 0-d tensor has no last axis to scale")
-        unsigned = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
         *lead, n = self.shape
-        bits = self.bitcast(unsigned[src.itemsize])
+        bits = self.bitcast(_UINT_OF_SIZE[src.itemsize])
         if src.itemsize > dt.itemsize:  # each element splits into `ratio` narrower ones, the low bytes first
             ratio, width = src.itemsize // dt.itemsize, 8 * dt.itemsize
             mask = (1 << width) - 1
-            parts = [((bits >> (width * k)) & mask).cast(unsigned[dt.itemsize]) for k in range(ratio)]
+            parts = [((bits >> (width * k)) & mask).cast(_UINT_OF_SIZE[dt.itemsize]) for k in range(ratio)]
             return parts[0].stack(*parts[1:], dim=-1).reshape(*lead, n * ratio).bitcast(dt)
         ratio, width = dt.itemsize // src.itemsize, 8 * src.itemsize
         if n % ratio:
             raise ArgumentError(f"{name}: the last axis ({n}) must be a multiple of {ratio}")
-        groups = bits.reshape(*lead, n // ratio, ratio).cast(unsigned[dt.itemsize])
+        groups = bits.reshape(*lead, n // ratio, ratio).cast(_UINT_OF_SIZE[dt.itemsize])
         out = groups[..., 0]
         for k in range(1, ratio):
             out = out | (groups[..., k] << (width * k))

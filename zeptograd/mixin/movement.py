@@ -88,11 +88,18 @@ class MovementMixin:
     # *** reshaping ***
 
     def reshape(self, *shape: Any) -> Tensor:
-        """The same values in a new shape (one size may be -1: inferred).
+        """The same values in a new shape (one size may be -1: inferred; None keeps the size of the axis at that
+        position, as in tinygrad).
 
-        >>> Tensor.arange(6).reshape(2, -1).shape
-        (2, 3)
+        >>> Tensor.arange(6).reshape(2, -1).shape, Tensor.ones(2, 3, 4).reshape(None, -1).shape
+        ((2, 3), (2, 12))
         """
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if any(s is None for s in shape):
+            if len(shape) > self.ndim and any(s is None for s in shape[self.ndim :]):
+                raise ArgumentError(f"reshape: None keeps an existing axis's size, but {self.shape} has no axis there")
+            shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
         new = list(shape_arg(shape, "reshape"))
         if new.count(-1) > 1:
             raise ArgumentError(f"reshape: only one size may be -1, got {tuple(new)}")
@@ -356,6 +363,37 @@ class MovementMixin:
             return self
         return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
 
+    def _target_shape(self, shape: tuple, op: str) -> tuple[int, ...]:
+        """A shape given as varargs or one sequence, one size per axis, None keeping that axis's size."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if len(shape) != self.ndim:
+            raise ArgumentError(f"{op}: {shape} has {len(shape)} sizes for the {self.ndim} axes of shape {self.shape}")
+        return shape_arg(tuple(s if n is None else n for n, s in zip(shape, self.shape)), op)
+
+    def shrink_to(self, *shape: Any) -> Tensor:
+        """The first `shape[i]` elements of each axis (None keeps an axis), as tinygrad's `shrink_to`.
+
+        >>> Tensor.ones(3, 4).shrink_to(2, None).shape
+        (2, 4)
+        """
+        target = self._target_shape(shape, "shrink_to")
+        if any(not 0 <= n <= s for n, s in zip(target, self.shape)):
+            raise ArgumentError(f"shrink_to: cannot shrink shape {self.shape} to {target} (a size would grow)")
+        return self.shrink(tuple((0, n) for n in target))
+
+    def pad_to(self, *shape: Any) -> Tensor:
+        """Each axis padded with zeros at its end to `shape[i]` elements (None keeps an axis), as tinygrad's
+        `pad_to`.
+
+        >>> Tensor([1, 2]).pad_to(4).tolist()
+        [1, 2, 0, 0]
+        """
+        target = self._target_shape(shape, "pad_to")
+        if any(n < s for n, s in zip(target, self.shape)):
+            raise ArgumentError(f"pad_to: cannot pad shape {self.shape} to {target} (a size would shrink)")
+        return self.pad(tuple((0, n - s) for n, s in zip(target, self.shape)))
+
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
         """`length` elements of axis `dim` from `start` on (a negative start counts from the end).
 
@@ -398,40 +436,6 @@ class MovementMixin:
                 raise TypeError(f"pad: padding must be pairs of ints or None, got {tuple(padding)}")
             out.append((int_arg(p[0], "pad", "a padding"), int_arg(p[1], "pad", "a padding")))
         return out
-
-    def shrink_to(self, *shape: Any) -> Tensor:
-        """The first `shape[i]` elements of each axis (None keeps an axis's size), as tinygrad's shrink_to.
-
-        >>> Tensor.ones(3, 4).shrink_to(2, None).shape
-        (2, 4)
-        """
-        sizes = self._target_sizes(shape, "shrink_to")
-        if any(n > have for n, have in zip(sizes, self.shape)):
-            raise ArgumentError(f"shrink_to: cannot shrink shape {self.shape} to {sizes}: a size grows")
-        return self.shrink(tuple((0, n) for n in sizes))
-
-    def pad_to(self, *shape: Any) -> Tensor:
-        """Zeros appended to each axis up to `shape[i]` (None keeps an axis's size), as tinygrad's pad_to.
-
-        >>> Tensor([1, 2]).pad_to(4).tolist()
-        [1, 2, 0, 0]
-        """
-        sizes = self._target_sizes(shape, "pad_to")
-        if any(n < have for n, have in zip(sizes, self.shape)):
-            raise ArgumentError(f"pad_to: cannot pad shape {self.shape} to {sizes}: a size shrinks")
-        return self.pad(tuple((0, n - have) for n, have in zip(sizes, self.shape)))
-
-    def _target_sizes(self, shape: tuple[Any, ...], op: str) -> tuple[int, ...]:
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        if len(shape) != self.ndim:
-            raise ArgumentError(f"{op}: shape {shape} has {len(shape)} sizes for a tensor of shape {self.shape}")
-        out = []
-        for n, have in zip(shape, self.shape):
-            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
-                raise ArgumentError(f"{op}: sizes must be non-negative ints or None, got {shape}")
-            out.append(have if n is None else n)
-        return tuple(out)
 
     def pad(self, padding: Sequence[Any], mode: str = "constant", value: Scalar = 0.0) -> Tensor:
         """Pad each axis: `padding` is ((before, after) or None) per axis, or PyTorch's flat form

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes
+from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
 from zeptograd.runtime.device import HOST_COMPILED
@@ -424,13 +425,18 @@ class NNMixin:
         dilation: int | Sequence[int] = 1,
         padding: int | Sequence[int] = 0,
         ceil_mode: bool = False,
-    ) -> Tensor:
+        return_indices: bool = False,
+    ) -> Any:
         """The maximum over windows of the last len(kernel_size) axes (an int kernel_size is 2-d), as
         torch.nn.functional.max_pool*d: stride defaults to the kernel size, padding (at most half the kernel)
         is -inf, `ceil_mode` keeps a last partial window. The gradient goes to each window's maximum.
+        `return_indices=True` returns (values, int32 indices) as PyTorch: each index is the position of the
+        maximum in its flattened spatial plane (the first maximum in the window; the last NaN when there is one).
 
         >>> Tensor([[[1.0, 3.0, 2.0, 5.0, 4.0]]]).max_pool2d((2,), ceil_mode=True).tolist()
         [[[3.0, 5.0, 4.0]]]
+        >>> Tensor([[[1.0, 3.0, 5.0, 2.0]]]).max_pool2d((2,), return_indices=True)[1].tolist()
+        [[[1, 2]]]
         """
         op = "max_pool2d"
         kernel, stride_, dilation_, _, ceil_pads = self._pool_args(
@@ -438,7 +444,112 @@ class NNMixin:
         )
         low = -math.inf if dtypes.is_float(self.dtype) else dtypes.min(self.dtype)
         windows = self._padded_windows(ceil_pads, low, kernel, stride_, dilation_)
-        return windows.max(tuple(range(-len(kernel), 0)))
+        values = windows.max(tuple(range(-len(kernel), 0)))
+        if not return_indices:
+            return values
+        return values, windows.detach()._window_argmax(
+            values.detach(), self.shape, kernel, stride_, dilation_, ceil_pads
+        )
+
+    def _window_argmax(
+        self,
+        values: Tensor,
+        in_shape: tuple[int, ...],
+        kernel: tuple[int, ...],
+        stride: tuple[int, ...],
+        dilation: tuple[int, ...],
+        pads: list[tuple[int, int]],
+    ) -> Tensor:
+        """For windows (*lead, *out, *kernel) of an input of shape `in_shape` and their maxima `values`, the
+        int32 position of each maximum in the flattened spatial input, chosen as PyTorch's CPU loop does: taps in
+        the padding never count; the first tap equal to the maximum wins, unless the window has a NaN, when the
+        last NaN does."""
+        n = len(kernel)
+        spatial, outs = in_shape[len(in_shape) - n :], values.shape[values.ndim - n :]
+        lead = values.shape[: values.ndim - n]
+        # per spatial axis: the input position of tap j of window o, o * stride + j * dilation - pad_before,
+        # as a (*out, *kernel) grid; `flat` is the position in the flattened plane, `inside` whether it is real
+        terms, oks = [], []
+        for a, (size, o, k, s, d, (b, _)) in enumerate(zip(spatial, outs, kernel, stride, dilation, pads)):
+            shape_o = tuple(o if i == a else 1 for i in range(n)) + (1,) * n
+            shape_k = (1,) * n + tuple(k if i == a else 1 for i in range(n))
+            pos = self.arange(o, dtype=dtypes.int32, device=self.device).reshape(shape_o) * s + (
+                self.arange(k, dtype=dtypes.int32, device=self.device).reshape(shape_k) * d - b
+            )
+            oks.append((pos >= 0) & (pos < size))
+            terms.append(pos * prod(spatial[a + 1 :]))
+        flat, inside = terms[0], oks[0]
+        for term, ok in zip(terms[1:], oks[1:]):
+            flat, inside = flat + term, inside & ok
+        taps = prod(kernel)
+        grid = (*outs, taps)
+        flat, inside = flat.reshape(grid), inside.reshape(grid)
+        w = self.reshape(*lead, *outs, taps)
+        hit = inside & (w == values.unsqueeze(-1))
+        if dtypes.is_float(self.dtype):
+            nan = inside & (w != w)
+            # the last NaN: the largest tap number among the NaN taps; else the first maximum
+            last_nan = nan.where(self.arange(1, taps + 1, dtype=dtypes.int32, device=self.device), 0).max(-1)
+        countdown = self.arange(taps, 0, -1, dtype=dtypes.int32, device=self.device)
+        tap = taps - hit.where(countdown, 0).max(-1)
+        if dtypes.is_float(self.dtype):
+            tap = (last_nan > 0).where(last_nan - 1, tap)
+        pick = tap.unsqueeze(-1) == self.arange(taps, dtype=dtypes.int32, device=self.device)
+        return pick.where(flat, 0).sum(-1).cast(dtypes.int32)
+
+    def max_unpool2d(
+        self,
+        indices: Tensor,
+        kernel_size: int | Sequence[int] = (2, 2),
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        output_size: Sequence[int] | None = None,
+    ) -> Tensor:
+        """The inverse of `max_pool2d(return_indices=True)`, as torch.nn.functional.max_unpool*d: zeros of the
+        pooled input's spatial size, with each value written at its index in the flattened spatial plane (where
+        two values share an index, the later one wins, as PyTorch's CPU loop). The spatial size is (in - 1) *
+        stride - 2 * padding + kernel per axis, or `output_size` (its last dims, each within a stride of that).
+
+        >>> x = Tensor([[[1.0, 3.0, 5.0, 2.0]]])
+        >>> v, i = x.max_pool2d((2,), return_indices=True)
+        >>> v.max_unpool2d(i, (2,)).tolist()
+        [[[0.0, 3.0, 5.0, 0.0]]]
+        """
+        op = "max_unpool2d"
+        _need_tensor(indices, type(self), op, "indices")
+        _need_int(indices, op, "indices")
+        if indices.shape != self.shape:
+            raise ArgumentError(f"{op}: indices must have the input's shape {self.shape}, got {indices.shape}")
+        if isinstance(kernel_size, (list, tuple)):
+            kernel = tuple(int_arg(k, op, "kernel_size") for k in kernel_size)
+        else:
+            kernel = (int_arg(kernel_size, op, "kernel_size"),) * 2
+        n = len(kernel)
+        if n == 0 or self.ndim < n:
+            raise ArgumentError(
+                f"{op}: a {n}-d kernel {kernel} needs an input with at least {n} dims, got {self.shape}"
+            )
+        _positive(kernel, n, op, "kernel_size")
+        stride_ = kernel if stride is None else _positive(stride, n, op, "stride")
+        pads = _pad_pairs(padding, n, op)
+        lead, spatial = self.shape[: self.ndim - n], self.shape[self.ndim - n :]
+        default = tuple((i - 1) * s - b - a + k for i, s, (b, a), k in zip(spatial, stride_, pads, kernel))
+        out = default if output_size is None else shape_arg((output_size,), op)[-n:]
+        # as PyTorch: another output size must still be one the pooling could have come from
+        if len(out) != n or any(not d - s < o < d + s for o, d, s in zip(out, default, stride_)):
+            raise ArgumentError(
+                f"{op}: output_size {tuple(out)} must have {n} sizes, each within a stride {stride_} of {default}"
+            )
+        total, m = prod(out), prod(spatial)
+        x = self.reshape(*lead, m)
+        idx = indices.cast(dtypes.int64 if indices.dtype.itemsize > 4 else dtypes.int32).reshape(*lead, m)
+        eq = idx.unsqueeze(-1) == self.arange(total, dtype=dtypes.int32, device=self.device)  # (*lead, m, total)
+        # where an index repeats, the later input position wins
+        order = self.arange(m, dtype=dtypes.int32, device=self.device).reshape(m, 1)
+        winner = eq.where(order, -1).max(-2, keepdim=True)
+        placed = (eq & (order == winner)).where(x.unsqueeze(-1), 0).sum(-2).cast(self.dtype)
+        # PyTorch's gradient reads the output's gradient at each index, for every input (a repeated one too)
+        return placed._custom_grad("max_unpool", x, idx).reshape(*lead, *out)
 
     def avg_pool2d(
         self,
@@ -497,15 +608,23 @@ class NNMixin:
         return Y.cast(dtypes.int64 if Y.dtype.itemsize > 4 else dtypes.int32).unsqueeze(cdim) == classes
 
     def cross_entropy(
-        self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100
+        self,
+        Y: Tensor,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        ignore_index: int = -100,
+        weight: Tensor | None = None,
     ) -> Tensor:
         """Cross entropy of logits (N, C) or (N, C, d1, ...) (or unbatched (C,)) against integer class indices
         Y (N, d1, ...) or class probabilities of the logits' shape, as torch.nn.functional.cross_entropy:
         log_softmax over the class axis, with `label_smoothing` mixing in the uniform distribution. Index
-        targets equal to `ignore_index` add nothing and do not count in the mean.
+        targets equal to `ignore_index` add nothing and do not count in the mean. `weight` (C,) scales each
+        class's term; with index targets 'mean' then divides by the summed weights of the counted targets.
 
         >>> round(Tensor([[2.0, 0.0, 0.0]]).cross_entropy(Tensor([0])).item(), 4)
         0.2395
+        >>> round(Tensor([[2.0, 0.0], [0.0, 2.0]]).cross_entropy(Tensor([0, 0]), weight=Tensor([1.0, 3.0])).item(), 4)
+        1.1269
         """
         op = "cross_entropy"
         _reduction(reduction, op)
@@ -517,6 +636,7 @@ class NNMixin:
         cdim = 1 if self.ndim >= 2 else 0
         n = self.shape[cdim]
         logp = self.log_softmax(cdim)
+        w = None if weight is None else self._class_weight(weight, cdim, op).cast(logp.dtype)
         if dtypes.is_float(Y.dtype):
             if Y.shape != self.shape:
                 raise ArgumentError(
@@ -525,19 +645,45 @@ class NNMixin:
             probs = Y.cast(logp.dtype)
             if eps:
                 probs = probs * (1 - eps) + eps / n
-            return _reduce_loss(-(logp * probs).sum(cdim), reduction)
-        return logp._index_loss(self._class_targets(Y, cdim, op), cdim, eps, ignore_index, reduction)
+            terms = logp * probs if w is None else logp * probs * w
+            return _reduce_loss(-terms.sum(cdim), reduction)
+        return logp._index_loss(self._class_targets(Y, cdim, op), cdim, eps, ignore_index, reduction, w)
 
-    def _index_loss(self, Y: Tensor, cdim: int, eps: float, ignore_index: int, reduction: str) -> Tensor:
+    def _class_weight(self, weight: Any, cdim: int, op: str) -> Tensor:
+        """A per-class weight (C,), shaped to broadcast along the class axis `cdim` of this tensor."""
+        _need_tensor(weight, type(self), op, "weight")
+        n = self.shape[cdim]
+        if weight.shape != (n,):
+            raise ArgumentError(
+                f"{op}: weight must have shape ({n},) for input of shape {self.shape}, got {weight.shape}"
+            )
+        _need_float(weight, op, "weight")
+        return weight.reshape(n, *(1,) * (self.ndim - cdim - 1))
+
+    def _index_loss(
+        self, Y: Tensor, cdim: int, eps: float, ignore_index: int, reduction: str, weight: Tensor | None = None
+    ) -> Tensor:
         """The cross entropy of log-probabilities `self` at the integer classes Y (class axis `cdim`), smoothed by
-        `eps`; targets equal to `ignore_index` add nothing and do not count in the mean."""
-        loss = -self._class_mask(Y, cdim).where(self, 0.0).sum(cdim)
-        if eps:
-            loss = loss * (1 - eps) - self.mean(cdim) * eps
+        `eps`; targets equal to `ignore_index` add nothing and do not count in the mean. `weight` (shaped to
+        broadcast on `cdim`) scales each class: the target's term by its class's weight, the smoothing term
+        class by class, and the mean divides by the summed weights of the targets (PyTorch's definition)."""
+        mask = self._class_mask(Y, cdim)
         keep = ignore_index != Y
-        loss = keep.where(loss, 0.0)
+        if weight is None:
+            loss = -mask.where(self, 0.0).sum(cdim)
+            if eps:
+                loss = loss * (1 - eps) - self.mean(cdim) * eps
+            loss = keep.where(loss, 0.0)
+            if reduction == "mean":
+                return loss.sum() / keep.sum().cast(loss.dtype)
+            return _reduce_loss(loss, reduction)
+        target_w = keep.where(mask.where(weight, 0.0).sum(cdim), 0.0)
+        loss = -mask.where(self, 0.0).sum(cdim) * target_w
+        if eps:
+            smooth = -(self * weight).sum(cdim)
+            loss = loss * (1 - eps) + keep.where(smooth, 0.0) * (eps / self.shape[cdim])
         if reduction == "mean":
-            return loss.sum() / keep.sum().cast(loss.dtype)
+            return loss.sum() / target_w.sum()
         return _reduce_loss(loss, reduction)
 
     def sparse_categorical_crossentropy(
@@ -830,3 +976,10 @@ class NNMixin:
         if dtypes.is_bool(dt) or (not dtypes.is_int(dt) and not dtypes.is_float(dt)):
             raise TypeError(f"randperm: dtype must be an integer or float dtype, got {dt!r}")
         return cls.rand(n, device=device).argsort().cast(dt)
+
+
+@custom_gradient("max_unpool")
+def _max_unpool_grad(g: Tensor, out: Tensor, x: Tensor, indices: Tensor) -> tuple[Tensor, None]:
+    """For a flat unpooling (*lead, m) -> (*lead, total): each input's gradient is the output's gradient at its
+    index, PyTorch's rule (a repeated index gives every input that wrote there the gradient)."""
+    return (g.gather(-1, indices), None)

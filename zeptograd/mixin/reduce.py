@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
@@ -29,6 +29,13 @@ SPLIT_SUM = 1 << 14  # float sums over more elements than this add in two stages
 SCAN_BLOCK = 64  # scans over longer axes run in blocks of this size, then combine the blocks' totals
 
 Axis = int | Sequence[int] | None
+
+
+class ValuesIndices(NamedTuple):
+    """What PyTorch's cummax, cummin (and max/min with a dim) return: the values and their int32 indices."""
+
+    values: Tensor
+    indices: Tensor
 
 
 def _pick_axis(axis: Any, dim: Any, op: str) -> Any:
@@ -105,9 +112,7 @@ class ReduceMixin:
 
     # *** sums and products ***
 
-    def sum(
-        self, axis: Axis = None, keepdim: bool = False, dtype: DType | str | None = None, *, dim: Axis = None
-    ) -> Tensor:
+    def sum(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None, *, dim: Axis = None) -> Tensor:
         """The sum over `axis` (all axes when None; `dim` is PyTorch's name for it). Bool and small integers sum in
         int32, float16 adds in float32 and rounds back; `dtype` sums (and returns) in that dtype. An empty axis
         sums to 0.
@@ -116,8 +121,9 @@ class ReduceMixin:
         ([4, 6], [3, 7])
         """
         axis = _pick_axis(axis, dim, "sum")
-        if dtype is not None:
-            return self.cast(tensor_dtype(dtype, "sum")).sum(axis, keepdim)
+        if dtype is not None:  # PyTorch's result dtype is exactly `dtype` (a small int wraps as it would there)
+            dt = tensor_dtype(dtype, "sum")
+            return self.cast(dt).sum(axis, keepdim).cast(dt)
         dt = self.dtype
         if (acc := _small_int_acc(dt)) is not None:
             return self._reduce(Ops.ADD, axis, keepdim, "sum", acc)
@@ -145,9 +151,7 @@ class ReduceMixin:
         total = partial._reduce(Ops.ADD, -1, False, "sum", acc)
         return total.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape))) if keepdim else total
 
-    def prod(
-        self, axis: Axis = None, keepdim: bool = False, dtype: DType | str | None = None, *, dim: Axis = None
-    ) -> Tensor:
+    def prod(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None, *, dim: Axis = None) -> Tensor:
         """The product over `axis` (all axes when None). int32 stays int32 (bool and small integers multiply in
         int32), float16 multiplies in float32 and rounds back. An empty axis gives 1.
 
@@ -155,8 +159,9 @@ class ReduceMixin:
         ([2, 12], 1.0)
         """
         axis = _pick_axis(axis, dim, "prod")
-        if dtype is not None:
-            return self.cast(tensor_dtype(dtype, "prod")).prod(axis, keepdim)
+        if dtype is not None:  # the result dtype is exactly `dtype`, as in PyTorch
+            dt = tensor_dtype(dtype, "prod")
+            return self.cast(dt).prod(axis, keepdim).cast(dt)
         dt = self.dtype
         if (acc := _small_int_acc(dt)) is not None:
             return self._reduce(Ops.MUL, axis, keepdim, "prod", acc)
@@ -395,8 +400,13 @@ class ReduceMixin:
         does). A position holds the running maximum when its value equals the output there; the source of output
         j is the last such position up to j."""
         n = self.shape[-1]
+        if n == 0:
+            return self.cast(dtypes.int32)
         at = self.arange(n, dtype=dtypes.int32, device=self.device)._broadcast_to(self.shape)
-        return (self == out).where(at, 0)._scan_last(Ops.MAX, "cummax")
+        hit = self == out
+        if dtypes.is_float(self.dtype):
+            hit = hit | (self != self)  # after a NaN the running maximum is NaN: each later NaN is its source
+        return hit.where(at, 0)._scan_last(Ops.MAX, "cummax")
 
     def _scan_last(self, op: Ops, name: str) -> Tensor:
         """The scan along the last axis. Up to SCAN_BLOCK elements it reduces a window per output (O(n**2)
@@ -463,22 +473,40 @@ class ReduceMixin:
             return x.cast(dtypes.float32)._scan(axis, Ops.MUL, "cumprod").cast(x.dtype)
         return x._scan(axis, Ops.MUL, "cumprod")
 
-    def cummax(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
-        """The running maximum along `axis` (the values, as tinygrad's cummax; NaN propagates).
+    def cummax(self, axis: int | None = None, *, dim: int | None = None) -> ValuesIndices:
+        """The running maximum along `axis` and where each comes from, as PyTorch's `cummax`: (values, int32
+        indices), a named tuple. On ties the index is the last position holding the maximum so far; a NaN
+        propagates and its index is the last NaN so far (PyTorch's rule).
 
-        >>> Tensor([1, 3, 2, 5, 4]).cummax(0).tolist()
-        [1, 3, 3, 5, 5]
+        >>> v, i = Tensor([1, 3, 2, 3, 4]).cummax(0)
+        >>> v.tolist(), i.tolist()
+        ([1, 3, 3, 3, 4], [0, 1, 1, 3, 4])
         """
-        return self._scan(_scan_axis(axis, dim, "cummax"), Ops.MAX, "cummax")
+        axis = _scan_axis(axis, dim, "cummax")
+        values = self._scan(axis, Ops.MAX, "cummax")
+        return ValuesIndices(values, self._scan_sources(values, axis, "cummax"))
 
-    def cummin(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
-        """The running minimum along `axis` (the values; NaN propagates).
+    def cummin(self, axis: int | None = None, *, dim: int | None = None) -> ValuesIndices:
+        """The running minimum along `axis` and where each comes from: (values, int32 indices), as PyTorch's
+        `cummin` (ties give the last position; NaN propagates).
 
-        >>> Tensor([3, 1, 2, 0]).cummin(0).tolist()
-        [3, 1, 1, 0]
+        >>> v, i = Tensor([3, 1, 2, 1]).cummin(0)
+        >>> v.tolist(), i.tolist()
+        ([3, 1, 1, 1], [0, 1, 1, 3])
         """
         axis = _scan_axis(axis, dim, "cummin")
-        return self._order_reversed()._scan(axis, Ops.MAX, "cummin")._order_reversed()
+        # the running maximum of the values in reversed order; the order bijection keeps ties and NaN in place
+        reversed_ = self._order_reversed()
+        running = reversed_._scan(axis, Ops.MAX, "cummin")
+        return ValuesIndices(running._order_reversed(), reversed_._scan_sources(running, axis, "cummin"))
+
+    def _scan_sources(self, running: Tensor, axis: int, op: str) -> Tensor:
+        """The int32 position each value of the running maximum `running` (along `axis`) was read from."""
+        ax = self._one_axis(axis, op)
+        if ax is None:  # a 0-d tensor: its one element is at index 0
+            return self.zeros((), dtype=dtypes.int32, device=self.device)
+        x, out = self.detach().movedim(ax, -1), running.detach().movedim(ax, -1)
+        return x._cummax_source(out).movedim(-1, ax)
 
     def logcumsumexp(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
         """log(cumsum(exp(x))) along `axis`, without overflow: each output subtracts the running maximum of its

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import dtypes
-from zeptograd.helpers import ArgumentError
-from zeptograd.mixin.args import int_arg
+from zeptograd.dtype import DType, dtypes
+from zeptograd.helpers import ArgumentError, DTypeError
+from zeptograd.mixin.args import int_arg, tensor_dtype
 from zeptograd.tensor import Tensor
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "Conv2d",
     "ConvTranspose1d",
     "ConvTranspose2d",
+    "Conv3d",
+    "ConvTranspose3d",
     "BatchNorm",
     "BatchNorm1d",
     "BatchNorm2d",
@@ -41,6 +43,12 @@ __all__ = [
     "LayerNorm",
     "RMSNorm",
     "GroupNorm",
+    "InstanceNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+    "LayerNorm2d",
+    "LSTMCell",
     "Embedding",
     "Dropout",
 ]
@@ -97,6 +105,33 @@ def _kaiming(shape: tuple[int, ...]) -> Tensor:
     return Tensor.kaiming_uniform(*shape, a=math.sqrt(5)).realize()
 
 
+def _factory(layer: str, device: str | None, dtype: Any) -> tuple[str | None, DType | None]:
+    """PyTorch's `device=` and `dtype=` layer arguments, checked: parameters are floats."""
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"{layer}: device must be a device name, got {device!r}")
+    if dtype is None:
+        return device, None
+    dt = tensor_dtype(dtype, layer)
+    if not dtypes.is_float(dt):
+        raise DTypeError(f"{layer}: parameters must have a floating-point dtype, got {dt!r}")
+    return device, dt
+
+
+def _placed(t: Tensor | None, device: str | None, dtype: DType | None) -> Tensor | None:
+    """A parameter moved to `device` and cast to `dtype` (each when given): a fresh realized buffer, drawn in
+    float32 first so a seed gives the same values whatever the dtype."""
+    if t is None or ((device is None or t.device == device) and (dtype is None or t.dtype is dtype)):
+        return t
+    out = t.to(device) if device is not None else t
+    out = out.cast(dtype) if dtype is not None else out
+    return out.contiguous().realize().requires_grad_(t.requires_grad)
+
+
+def _place_all(layer: Any, names: Sequence[str], device: str | None, dtype: DType | None) -> None:
+    for name in names:
+        setattr(layer, name, _placed(getattr(layer, name), device, dtype))
+
+
 def _check_features(layer: str, x: Tensor, axis: int, size: int, what: str) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{layer}: the input must be a Tensor, got {type(x).__name__}")
@@ -118,12 +153,16 @@ class Linear:
     ((5, 2), True)
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, device: str | None = None, dtype: Any = None
+    ):
+        device, dt = _factory("Linear", device, dtype)
         self.in_features = _positive(in_features, "Linear", "in_features")
         self.out_features = _positive(out_features, "Linear", "out_features")
         self.weight = _kaiming((self.out_features, self.in_features))
         bound = 1 / math.sqrt(self.in_features)
         self.bias = _uniform((self.out_features,), bound) if bias else None
+        _place_all(self, ("weight", "bias"), device, dt)
 
     def __call__(self, x: Tensor) -> Tensor:
         _check_features("Linear", x, -1, self.in_features, "in_features")
@@ -154,8 +193,11 @@ class _ConvNd:
         bias: bool,
         padding_mode: str,
         output_padding: int | Sequence[int] = 0,
+        device: str | None = None,
+        dtype: Any = None,
     ):
         name, nd = type(self).__name__, self.nd
+        device, dt = _factory(name, device, dtype)
         self.in_channels = _positive(in_channels, name, "in_channels")
         self.out_channels = _positive(out_channels, name, "out_channels")
         self.kernel_size = _ints(kernel_size, nd, name, "kernel_size", 1)
@@ -196,6 +238,7 @@ class _ConvNd:
         self.weight = _kaiming(shape)
         bound = 1 / math.sqrt(math.prod(shape[1:]))
         self.bias = _uniform((self.out_channels,), bound) if bias else None
+        _place_all(self, ("weight", "bias"), device, dt)
 
     def _input(self, x: Tensor) -> tuple[Tensor, bool]:
         """The input as a batch (an unbatched (C, *spatial) input gets a batch axis), and whether it had none."""
@@ -238,8 +281,11 @@ class _Conv(_ConvNd):
         groups: int = 1,
         bias: bool = True,
         padding_mode: str = "zeros",
+        device: str | None = None,
+        dtype: Any = None,
     ):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode)
+        args = (in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode)
+        super().__init__(*args, 0, device, dtype)
 
     def __call__(self, x: Tensor) -> Tensor:
         x, unbatched = self._input(x)
@@ -287,6 +333,8 @@ class _ConvTranspose(_ConvNd):
         bias: bool = True,
         dilation: int | Sequence[int] = 1,
         padding_mode: str = "zeros",
+        device: str | None = None,
+        dtype: Any = None,
     ):
         super().__init__(
             in_channels,
@@ -299,14 +347,40 @@ class _ConvTranspose(_ConvNd):
             bias,
             padding_mode,
             output_padding,
+            device,
+            dtype,
         )
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def __call__(self, x: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
+        """The transposed convolution of `x`; `output_size` (the spatial sizes, or the whole output shape) picks
+        one of the sizes a strided convolution maps back from, as PyTorch's: it sets the output padding."""
         x, unbatched = self._input(x)
-        out = x.conv_transpose2d(
-            self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding, self.output_padding
-        )
+        out_pad = self.output_padding if output_size is None else self._output_padding(x, output_size)
+        out = x.conv_transpose2d(self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding, out_pad)
         return out.squeeze(0) if unbatched else out
+
+    def _output_padding(self, x: Tensor, output_size: Sequence[int]) -> tuple[int, ...]:
+        name, nd = type(self).__name__, self.nd
+        if not isinstance(output_size, Sequence) or isinstance(output_size, str):
+            raise TypeError(f"{name}: output_size must be a sequence of ints, got {output_size!r}")
+        sizes = tuple(int_arg(s, name, "output_size") for s in output_size)
+        if len(sizes) not in (nd, nd + 1, nd + 2):
+            raise ArgumentError(f"{name}: output_size must have {nd} or {nd + 2} elements, got {sizes}")
+        sizes = sizes[len(sizes) - nd :]
+        padding = (0,) * nd if isinstance(self.padding, str) else self.padding  # never a str when transposed
+        smallest = tuple(
+            (i - 1) * s - 2 * p + d * (k - 1) + 1
+            for i, s, p, d, k in zip(x.shape[2:], self.stride, padding, self.dilation, self.kernel_size)
+        )
+        pads = tuple(o - m for o, m in zip(sizes, smallest))
+        for pad, s, d in zip(pads, self.stride, self.dilation):
+            if not 0 <= pad < max(s, d):
+                raise ArgumentError(
+                    f"{name}: output_size {sizes} is not reachable: each size must be from {smallest} to "
+                    f"{tuple(m + max(s, d) - 1 for m, s, d in zip(smallest, self.stride, self.dilation))} for input "
+                    f"of shape {x.shape}"
+                )
+        return pads
 
 
 class ConvTranspose1d(_ConvTranspose):
@@ -329,6 +403,28 @@ class ConvTranspose2d(_ConvTranspose):
     """
 
     nd = 2
+
+
+class Conv3d(_Conv):
+    """A 3-D convolution over (N, C, D, H, W) or unbatched (C, D, H, W) inputs, as torch.nn.Conv3d: `weight` is
+    (out_channels, in_channels / groups, kd, kh, kw), `bias` (out_channels,).
+
+    >>> Conv3d(2, 4, 3, padding=1)(Tensor.ones(1, 2, 3, 4, 5)).shape
+    (1, 4, 3, 4, 5)
+    """
+
+    nd = 3
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """The transpose (gradient) of a 3-D convolution, as torch.nn.ConvTranspose3d: `weight` is (in_channels,
+    out_channels / groups, kd, kh, kw), `bias` (out_channels,).
+
+    >>> ConvTranspose3d(2, 4, 2, stride=2)(Tensor.ones(1, 2, 2, 3, 1)).shape
+    (1, 4, 4, 6, 2)
+    """
+
+    nd = 3
 
 
 # *** normalization ***
@@ -364,8 +460,11 @@ class BatchNorm:
         affine: bool = True,
         track_running_stats: bool = True,
         momentum: float | None = 0.1,
+        device: str | None = None,
+        dtype: Any = None,
     ):
         name = type(self).__name__
+        device, dt = _factory(name, device, dtype)
         self.num_features = _positive(sz, name, "num_features")
         self.eps = _eps(eps, name)
         if momentum is not None and (
@@ -384,7 +483,8 @@ class BatchNorm:
             # buffers, not parameters: backward() leaves their .grad alone
             self.running_mean = _filled(c, 0.0).requires_grad_(False)
             self.running_var = _filled(c, 1.0).requires_grad_(False)
-            self.num_batches_tracked = Tensor(np.zeros((), dtype=np.int64))
+            self.num_batches_tracked = Tensor(np.zeros((), dtype=np.int64), device=device)
+        _place_all(self, ("weight", "bias", "running_mean", "running_var"), device, dt)
 
     def __call__(self, x: Tensor) -> Tensor:
         name = type(self).__name__
@@ -451,12 +551,17 @@ class LayerNorm:
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
+        device: str | None = None,
+        dtype: Any = None,
     ):
-        self.normalized_shape = _shape(normalized_shape, "LayerNorm", "normalized_shape")
-        self.eps = _eps(eps, "LayerNorm")
+        name = type(self).__name__
+        device, dt = _factory(name, device, dtype)
+        self.normalized_shape = _shape(normalized_shape, name, "normalized_shape")
+        self.eps = _eps(eps, name)
         self.elementwise_affine = bool(elementwise_affine)
         self.weight = _filled(self.normalized_shape, 1.0) if elementwise_affine else None
         self.bias = _filled(self.normalized_shape, 0.0) if elementwise_affine and bias else None
+        _place_all(self, ("weight", "bias"), device, dt)
 
     def __call__(self, x: Tensor) -> Tensor:
         k = _check_normalized(x, self.normalized_shape, "LayerNorm")
@@ -485,11 +590,20 @@ class RMSNorm:
     array([[0.8485, 1.1314]], dtype=float32)
     """
 
-    def __init__(self, dim: int | Sequence[int], eps: float | None = 1e-6, elementwise_affine: bool = True):
+    def __init__(
+        self,
+        dim: int | Sequence[int],
+        eps: float | None = 1e-6,
+        elementwise_affine: bool = True,
+        device: str | None = None,
+        dtype: Any = None,
+    ):
+        device, dt = _factory("RMSNorm", device, dtype)
         self.normalized_shape = _shape(dim, "RMSNorm", "dim")
         self.eps = None if eps is None else _eps(eps, "RMSNorm")
         self.elementwise_affine = bool(elementwise_affine)
         self.weight = _filled(self.normalized_shape, 1.0) if elementwise_affine else None
+        _place_all(self, ("weight",), device, dt)
 
     def __call__(self, x: Tensor) -> Tensor:
         k = _check_normalized(x, self.normalized_shape, "RMSNorm")
@@ -508,7 +622,16 @@ class GroupNorm:
             [ 1.]]], dtype=float32)
     """
 
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        device: str | None = None,
+        dtype: Any = None,
+    ):
+        device, dt = _factory("GroupNorm", device, dtype)
         self.num_groups = _positive(num_groups, "GroupNorm", "num_groups")
         self.num_channels = _positive(num_channels, "GroupNorm", "num_channels")
         if self.num_channels % self.num_groups:
@@ -519,6 +642,7 @@ class GroupNorm:
         self.affine = bool(affine)
         self.weight = _filled((self.num_channels,), 1.0) if affine else None
         self.bias = _filled((self.num_channels,), 0.0) if affine else None
+        _place_all(self, ("weight", "bias"), device, dt)
 
     def __call__(self, x: Tensor) -> Tensor:
         if isinstance(x, Tensor) and x.ndim < 2:
@@ -531,6 +655,132 @@ class GroupNorm:
         return out if self.bias is None else out + self.bias.reshape(shape)
 
 
+class InstanceNorm:
+    """Normalize each channel of each sample of an (N, C, ...) input over its spatial axes (mean 0, biased
+    variance 1), then scale and shift per channel by `weight` and `bias` (ones and zeros of (num_features,)), as
+    tinygrad's InstanceNorm (affine by default). `InstanceNorm1d/2d/3d` are PyTorch's, not affine by default;
+    running statistics (`track_running_stats=True`) are not supported.
+
+    >>> InstanceNorm(1)(Tensor([[[1.0, 3.0]]])).numpy().round(4)
+    array([[[-1.,  1.]]], dtype=float32)
+    """
+
+    affine_default = True
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool | None = None,
+        track_running_stats: bool = False,
+        device: str | None = None,
+        dtype: Any = None,
+    ):
+        name = type(self).__name__
+        device, dt = _factory(name, device, dtype)
+        if track_running_stats:
+            raise ArgumentError(f"{name}: track_running_stats=True is not supported (it normalizes by each sample)")
+        self.num_features = _positive(num_features, name, "num_features")
+        self.eps = _eps(eps, name)
+        self.momentum = momentum
+        self.affine = self.affine_default if affine is None else bool(affine)
+        c = (self.num_features,)
+        self.weight = _filled(c, 1.0) if self.affine else None
+        self.bias = _filled(c, 0.0) if self.affine else None
+        _place_all(self, ("weight", "bias"), device, dt)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        name = type(self).__name__
+        if isinstance(x, Tensor) and x.ndim < 2:
+            raise RuntimeError(f"{name}: expected an (N, C, ...) input, got input of shape {x.shape}")
+        _check_features(name, x, 1, self.num_features, "num_features")
+        out = x.reshape(x.shape[0], self.num_features, -1).layernorm(axis=-1, eps=self.eps).reshape(x.shape)
+        shape = (1, self.num_features) + (1,) * (x.ndim - 2)
+        if self.weight is not None:
+            out = out * self.weight.reshape(shape)
+        return out if self.bias is None else out + self.bias.reshape(shape)
+
+
+class InstanceNorm1d(InstanceNorm):
+    """torch.nn.InstanceNorm1d: `InstanceNorm` over (N, C, L), not affine unless asked."""
+
+    affine_default = False
+
+
+class InstanceNorm2d(InstanceNorm1d):
+    """torch.nn.InstanceNorm2d: `InstanceNorm` over (N, C, H, W), not affine unless asked."""
+
+
+class InstanceNorm3d(InstanceNorm1d):
+    """torch.nn.InstanceNorm3d: `InstanceNorm` over (N, C, D, H, W), not affine unless asked."""
+
+
+class LayerNorm2d(LayerNorm):
+    """A LayerNorm over the channel axis (1) of an (N, C, H, W) input, as tinygrad's LayerNorm2d (ConvNeXt's
+    channels-first LayerNorm): `weight` and `bias` are (C,).
+
+    >>> LayerNorm2d(2)(Tensor([[[[1.0]], [[3.0]]]])).numpy().round(4).reshape(-1)
+    array([-1.,  1.], dtype=float32)
+    """
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or x.ndim < 2:
+            raise RuntimeError(f"LayerNorm2d: expected an (N, C, ...) input, got {getattr(x, 'shape', x)!r}")
+        order = (0, *range(2, x.ndim), 1)  # channels last, normalized, then back
+        back = (0, x.ndim - 1, *range(1, x.ndim - 1))
+        return super().__call__(x.permute(*order)).permute(*back)
+
+
+class LSTMCell:
+    """One step of an LSTM, as torch.nn.LSTMCell: gates i, f, g, o = x @ weight_ih.T + bias_ih + h @ weight_hh.T +
+    bias_hh (each hidden_size wide, in that order); c' = sigmoid(f) * c + sigmoid(i) * tanh(g), h' = sigmoid(o) *
+    tanh(c'). `weight_ih` is (4 * hidden_size, input_size), `weight_hh` (4 * hidden_size, hidden_size), all
+    uniform(+-1/sqrt(hidden_size)). Called with x (N, input_size) or (input_size,) and (h, c) (zeros when None),
+    it returns (h', c').
+
+    >>> cell = LSTMCell(3, 2)
+    >>> [t.shape for t in cell(Tensor.ones(4, 3))]
+    [(4, 2), (4, 2)]
+    """
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device: str | None = None, dtype: Any = None
+    ):
+        device, dt = _factory("LSTMCell", device, dtype)
+        self.input_size = _positive(input_size, "LSTMCell", "input_size")
+        self.hidden_size = _positive(hidden_size, "LSTMCell", "hidden_size")
+        bound = 1 / math.sqrt(self.hidden_size)
+        self.weight_ih = _uniform((4 * self.hidden_size, self.input_size), bound)
+        self.weight_hh = _uniform((4 * self.hidden_size, self.hidden_size), bound)
+        self.bias_ih = _uniform((4 * self.hidden_size,), bound) if bias else None
+        self.bias_hh = _uniform((4 * self.hidden_size,), bound) if bias else None
+        _place_all(self, ("weight_ih", "weight_hh", "bias_ih", "bias_hh"), device, dt)
+
+    def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        _check_features("LSTMCell", x, -1, self.input_size, "input_size")
+        if x.ndim not in (1, 2):
+            raise RuntimeError(f"LSTMCell: expected a 1-D or 2-D input, got input of shape {x.shape}")
+        batched = x.ndim == 2
+        xb = x if batched else x.unsqueeze(0)
+        shape = (xb.shape[0], self.hidden_size)
+        if hc is None:
+            h = Tensor.zeros(*shape, dtype=self.weight_ih.dtype, device=x.device)
+            c = Tensor.zeros(*shape, dtype=self.weight_ih.dtype, device=x.device)
+        else:
+            if not isinstance(hc, (tuple, list)) or len(hc) != 2:
+                raise TypeError(f"LSTMCell: hc must be a tuple (h, c) of Tensors, got {type(hc).__name__}")
+            h, c = (t if batched else t.unsqueeze(0) for t in hc)
+            for what, t in (("h", h), ("c", c)):
+                if t.shape != shape:
+                    raise RuntimeError(f"LSTMCell: {what} must have shape {shape[1 - batched :]}, got {t.shape}")
+        gates = xb.linear(self.weight_ih.T, self.bias_ih) + h.linear(self.weight_hh.T, self.bias_hh)
+        i, f, g, o = gates.chunk(4, dim=1)
+        c_new = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        h_new = o.sigmoid() * c_new.tanh()
+        return (h_new, c_new) if batched else (h_new.squeeze(0), c_new.squeeze(0))
+
+
 # *** embedding and dropout ***
 
 
@@ -538,17 +788,36 @@ class Embedding:
     """A lookup table: row `i` of `weight` (vocab_size, embed_size), drawn from normal(0, 1) as in
     torch.nn.Embedding, for each index `i` of an int tensor of any shape (the output adds an axis of
     embed_size). Gradients flow to the rows looked up. An index out of range gives a row of zeros (tensor
-    values are not checked).
+    values are not checked). With `padding_idx` (negative counts from the end), that row starts as zeros
+    and gets no gradient, as in PyTorch.
 
-    >>> emb = Embedding(5, 3)
-    >>> emb(Tensor([[0, 4], [2, 2]])).shape
-    (2, 2, 3)
+    >>> emb = Embedding(5, 3, padding_idx=0)
+    >>> emb(Tensor([[0, 4], [2, 2]])).shape, emb.weight[0].tolist()
+    ((2, 2, 3), [0.0, 0.0, 0.0])
     """
 
-    def __init__(self, vocab_size: int, embed_size: int):
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_size: int,
+        padding_idx: int | None = None,
+        device: str | None = None,
+        dtype: Any = None,
+    ):
+        device, dt = _factory("Embedding", device, dtype)
         self.vocab_sz = self.num_embeddings = _positive(vocab_size, "Embedding", "vocab_size")
         self.embed_sz = self.embedding_dim = _positive(embed_size, "Embedding", "embed_size")
-        self.weight = Tensor.normal(self.vocab_sz, self.embed_sz).realize()
+        self.padding_idx: int | None = None
+        if padding_idx is not None:
+            p = int_arg(padding_idx, "Embedding", "padding_idx")
+            if not -self.vocab_sz <= p < self.vocab_sz:
+                raise ArgumentError(f"Embedding: padding_idx must be within num_embeddings ({self.vocab_sz}), got {p}")
+            self.padding_idx = p % self.vocab_sz
+        weight = np.asarray(Tensor.normal(self.vocab_sz, self.embed_sz).numpy())
+        if self.padding_idx is not None:
+            weight = weight.copy()
+            weight[self.padding_idx] = 0.0
+        self.weight = Tensor(weight, device=device, dtype=dt)
 
     def __call__(self, idx: Tensor) -> Tensor:
         if not isinstance(idx, Tensor):
@@ -558,7 +827,11 @@ class Embedding:
         # a one-hot match against every row, summed over the rows: a gather whose gradient is a scatter-add
         rows = Tensor.arange(self.vocab_sz, dtype=idx.dtype, device=idx.device).reshape(self.vocab_sz, 1)
         hit = idx.reshape(*idx.shape, 1, 1) == rows
-        return hit.where(self.weight, 0.0).sum(axis=-2)
+        weight = self.weight
+        if self.padding_idx is not None:  # the padding row reads the same values but passes no gradient back
+            pad = Tensor.arange(self.vocab_sz, device=weight.device).reshape(self.vocab_sz, 1) == self.padding_idx
+            weight = pad.where(weight.detach(), weight)
+        return hit.where(weight, 0.0).sum(axis=-2)
 
 
 class Dropout:

@@ -1,4 +1,5 @@
-"""Optimizers: SGD (momentum, Nesterov, weight decay), Adam and AdamW, with torch.optim's update rules.
+"""Optimizers: SGD (momentum, Nesterov, weight decay), Adam and AdamW, with torch.optim's update rules; LAMB, LARS
+and Muon from their papers (as tinygrad has them); OptimizerGroup steps several optimizers in one schedule.
 
 >>> from zeptograd.nn.optim import SGD
 >>> w = Tensor([1.0, 2.0])
@@ -22,7 +23,10 @@ kernels that use them, so
 - SGD with momentum (Nesterov or not): 2k (the momentum buffer, then the parameter);
 - Adam and AdamW: 3k + 1 (m, v, the parameter, and one kernel for the step counters of all parameters).
 
-Weight decay adds no kernel. Setting the learning rate (`opt.lr = 0.01`) launches none.
+Weight decay adds no kernel. Setting the learning rate (`opt.lr = 0.01`) launches none. With `fused=True`
+(SGD, Adam, AdamW; parameters of one dtype and device, each with a gradient at every step) the state is one
+flat buffer per kind: one copy of the flat parameters, one kernel per kind of state, one write per parameter
+(k + 1 for SGD, k + 2 with momentum, k + 5 for Adam), with the same values as unfused.
 
 Nothing that changes between steps is compiled into a kernel: the learning rate is a 0-d buffer (`opt.lr`,
 float32, or float64 when a parameter is float64) and Adam's step counters and the powers b1**t, b2**t are a
@@ -44,7 +48,7 @@ from zeptograd.helpers import ArgumentError
 from zeptograd.runtime.buffer import np_dtype
 from zeptograd.tensor import Tensor
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "OptimizerGroup", "SGD", "Adam", "AdamW", "LAMB", "LARS", "Muon"]
 
 
 def _number(value: Any, opt: str, name: str) -> float:
@@ -98,7 +102,7 @@ class Optimizer:
     (1, 2, 0.5, True)
     """
 
-    def __init__(self, params: Iterable[Tensor], lr: float | Tensor):
+    def __init__(self, params: Iterable[Tensor], lr: float | Tensor, fused: bool = False):
         name = type(self).__name__
         if isinstance(params, Tensor) or not isinstance(params, Iterable):
             raise TypeError(
@@ -129,6 +133,10 @@ class Optimizer:
         for p in params:
             if p.requires_grad is None:
                 p.requires_grad = True
+        self.fused = bool(fused)
+        if self.fused and len({(p.dtype, p.device) for p in params}) > 1:
+            kinds = ", ".join(sorted({f"{p.dtype!r} on {p.device}" for p in params}))
+            raise ArgumentError(f"{name}: fused=True needs parameters of one dtype on one device, got {kinds}")
         # parameters must be buffers: the updates assign into them
         Tensor.realize(*params)
         self.params: list[Tensor] = params
@@ -143,8 +151,30 @@ class Optimizer:
 
     def _zeros_like_params(self) -> list[Tensor]:
         """A zero buffer per parameter, of its shape and dtype (the momentum and moment state), made on the
-        host: no kernel to compile or run."""
+        host: no kernel to compile or run. Fused: one flat buffer for all of them."""
+        if self.fused:
+            p0, total = self.params[0], sum(p.numel() for p in self.params)
+            return [Tensor(np.zeros(total, np_dtype(p0.dtype)), dtype=p0.dtype, device=p0.device)]
         return [Tensor(np.zeros(p.shape, np_dtype(p.dtype)), dtype=p.dtype, device=p.device) for p in self.params]
+
+    def _write(self, p: Tensor, value: Tensor) -> list[Tensor]:
+        """Assign a parameter's new value; fused, `p` is all of them flattened and each gets its slice."""
+        if not self.fused:
+            return [p.assign(value)]
+        out, start = [], 0
+        for param in self.params:
+            n = param.numel()
+            out.append(param.assign(value[start : start + n].reshape(param.shape)))
+            start += n
+        return out
+
+    def _no_fused(self, fused: bool) -> bool:
+        if fused:
+            raise ArgumentError(
+                f"{type(self).__name__}: fused=True is not supported: its update scales each parameter by its own "
+                "norms, which a flat fused step would mix"
+            )
+        return False
 
     @property
     def lr(self) -> Tensor:
@@ -205,7 +235,7 @@ class Optimizer:
 
     def step(self) -> None:
         """Update every parameter that has a gradient: realize the gradients (and the buffers), then all the
-        updates.
+        updates (`schedule_step` builds them without realizing).
 
         >>> w = Tensor([3.0])
         >>> opt = SGD([w], lr=0.25)
@@ -214,14 +244,35 @@ class Optimizer:
         >>> w.tolist()
         [1.5]
         """
+        if updates := self.schedule_step():
+            Tensor.realize(*updates)
+
+    def _grads_to_realize(self) -> list[Tensor]:
+        return [g for _, _, g in self._with_grads()] + [self._lr, *self.buffers]
+
+    def schedule_step(self) -> list[Tensor]:
+        """Realize the gradients (and the buffers), then assign every update lazily; return the assigned tensors
+        (realizing them is the step: `OptimizerGroup` realizes those of several optimizers together)."""
         items = self._with_grads()
+        if self.fused and items and len(items) != len(self.params):
+            missing = [i for i, p in enumerate(self.params) if p.grad is None]
+            raise ArgumentError(
+                f"{type(self).__name__}.step: fused=True needs a gradient for every parameter; parameters {missing} "
+                "have none"
+            )
         # the buffers with the gradients: BatchNorm's running statistics then reuse the batch statistics the
         # backward pass computes, and they read the parameters before the updates change them
         Tensor.realize(*(g for _, _, g in items), self._lr, *self.buffers)
         if not items:
-            return
+            return []
+        if self.fused:  # one flat parameter and gradient: every update rule here is elementwise
+            # the flat copy of the parameters is realized first (one kernel): read lazily through the cat by a
+            # state update and the parameter writes of one schedule, it gives wrong values today
+            flat_p = Tensor.cat(*(p.flatten() for _, p, _ in items)).realize()
+            flat_g = Tensor.cat(*(g.cast(p.dtype).flatten() for _, p, g in items))
+            items = [(0, flat_p, flat_g)]
         state, params = self._updates(items)
-        Tensor.realize(*state, *params)
+        return [*state, *params]
 
     def _updates(self, items: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
         """Assign the new values of the parameters in `items` (index, parameter, gradient) and of their state;
@@ -251,12 +302,13 @@ class SGD(Optimizer):
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        fused: bool = False,
     ):
         momentum = _at_least_zero(momentum, "SGD", "momentum")
         weight_decay = _at_least_zero(weight_decay, "SGD", "weight_decay")
         if nesterov and momentum == 0:
             raise ArgumentError("SGD: nesterov=True needs a momentum > 0")
-        super().__init__(params, lr)
+        super().__init__(params, lr, fused)
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, bool(nesterov)
         self.b: list[Tensor] = self._zeros_like_params() if momentum else []
 
@@ -270,7 +322,7 @@ class SGD(Optimizer):
                 b = self.b[i].assign(self.b[i] * self.momentum + g)
                 g = g + self.momentum * b if self.nesterov else b
                 state.append(b)
-            params.append(p.assign(p - self._lr_on(p) * g))
+            params += self._write(p, p - self._lr_on(p) * g)
         return state, params
 
 
@@ -299,6 +351,7 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         *,
         betas: tuple[float, float] | None = None,
+        fused: bool = False,
     ):
         name = type(self).__name__
         if betas is not None:
@@ -309,13 +362,13 @@ class Adam(Optimizer):
         b2 = _beta(b2, name, "b2 (betas[1])")
         eps = _at_least_zero(eps, name, "eps")
         weight_decay = _at_least_zero(weight_decay, name, "weight_decay")
-        super().__init__(params, lr)
+        super().__init__(params, lr, fused)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
         self.decoupled_weight_decay = False
         self.m: list[Tensor] = self._zeros_like_params()
         self.v: list[Tensor] = self._zeros_like_params()
         # per parameter: b1**t, b2**t and t; one kernel advances the rows of the parameters that have a gradient
-        n = len(self.params)
+        n = 1 if self.fused else len(self.params)
         self.t_state: Tensor = self._buffer(np.tile([1.0, 1.0, 0.0], (n, 1)))
         self._advance_mul = self._buffer(np.array([b1, b2, 1.0]))
         self._advance_add = self._buffer(np.array([0.0, 0.0, 1.0]))
@@ -336,7 +389,7 @@ class Adam(Optimizer):
 
     def _advance(self, items: list[tuple[int, Tensor, Tensor]]) -> Tensor:
         """Advance the step state of the parameters in `items` (one kernel, whichever they are)."""
-        has_grad = [False] * len(self.params)
+        has_grad = [False] * (1 if self.fused else len(self.params))
         for i, _, _ in items:
             has_grad[i] = True
         key = tuple(has_grad)
@@ -371,7 +424,7 @@ class Adam(Optimizer):
             step_size = self._lr_on(p) / (1.0 - b1_t)
             denom = v.sqrt() / (1.0 - b2_t).sqrt() + self.eps
             state += [m, v]
-            params.append(p.assign(self._decay(p) + (-step_size * m) / denom))
+            params += self._write(p, self._decay(p) + (-step_size * m) / denom)
         return state, params
 
 
@@ -397,6 +450,250 @@ class AdamW(Adam):
         weight_decay: float = 0.01,
         *,
         betas: tuple[float, float] | None = None,
+        fused: bool = False,
     ):
-        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas)
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas, fused=fused)
         self.decoupled_weight_decay = True
+
+
+def _trust_ratio(num: Tensor, den: Tensor) -> Tensor:
+    """num / den where both norms are positive, else 1 (a zero parameter or update keeps the plain step)."""
+    return (num > 0).where((den > 0).where(num / den, 1.0), 1.0)
+
+
+class LAMB(Adam):
+    """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), as tinygrad's: Adam's moments with
+    bias correction, the update u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p, scaled per parameter by the
+    trust ratio ||p|| / ||u|| (1 when either norm is 0): p -= lr * ratio * u. `adam=True` leaves the ratio at 1.
+
+    >>> w = Tensor([3.0, -4.0])
+    >>> opt = LAMB([w], lr=0.1)
+    >>> _ = (w * w).sum().backward()
+    >>> opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [2.6464, -3.6464]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float | Tensor = 0.001,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+        adam: bool = False,
+        *,
+        betas: tuple[float, float] | None = None,
+        fused: bool = False,
+    ):
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas, fused=self._no_fused(fused))
+        self.adam = bool(adam)
+
+    def _updates(self, items: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        counters = self._advance(items)
+        state, params = [counters], []
+        for i, p, g in items:
+            g = g.cast(p.dtype)
+            row = counters if p.device == self.device else counters.to(p.device)
+            m = self.m[i].assign(self.m[i] * self.b1 + g * (1.0 - self.b1))
+            v = self.v[i].assign(self.v[i] * self.b2 + (g * g) * (1.0 - self.b2))
+            m_hat = m / (1.0 - row[i, 0]).cast(p.dtype)
+            v_hat = v / (1.0 - row[i, 1]).cast(p.dtype)
+            up = m_hat / (v_hat.sqrt() + self.eps) + self.weight_decay * p
+            step = self._lr_on(p).cast(p.dtype) * up
+            if not self.adam:
+                step = step * _trust_ratio(p.square().sum().sqrt(), up.square().sum().sqrt())
+            state += [m, v]
+            params.append(p.assign(p - step))
+        return state, params
+
+
+class LARS(Optimizer):
+    """LARS (You et al. 2017, "Large Batch Training of Convolutional Networks"), as tinygrad's: the local rate
+    ratio = tcoef * ||p|| / (||g|| + weight_decay * ||p||) (1 when a norm is 0; `tcoef=0` turns it off), the
+    gradient g + weight_decay * p, and momentum b = momentum * b + step. `classic` (the paper's) scales by
+    lr * ratio before the momentum, otherwise after it; `nesterov` steps by g + momentum * b.
+
+    >>> w = Tensor([3.0, -4.0])
+    >>> opt = LARS([w], lr=1.0, momentum=0.0, weight_decay=0.0, tcoef=0.1)
+    >>> _ = (w * w).sum().backward()
+    >>> opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [2.7, -3.6]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float | Tensor = 0.001,
+        momentum: float = 0.9,
+        weight_decay: float = 1e-4,
+        nesterov: bool = False,
+        classic: bool = True,
+        tcoef: float = 0.001,
+        fused: bool = False,
+    ):
+        momentum = _at_least_zero(momentum, "LARS", "momentum")
+        weight_decay = _at_least_zero(weight_decay, "LARS", "weight_decay")
+        tcoef = _at_least_zero(tcoef, "LARS", "tcoef")
+        if nesterov and momentum == 0:
+            raise ArgumentError("LARS: nesterov=True needs a momentum > 0")
+        super().__init__(params, lr, self._no_fused(fused))
+        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, bool(nesterov)
+        self.classic, self.tcoef = bool(classic), tcoef
+        self.b: list[Tensor] = self._zeros_like_params() if momentum else []
+
+    def _updates(self, items: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        state, params = [], []
+        for i, p, g in items:
+            g = g.cast(p.dtype)
+            scale = self._lr_on(p).cast(p.dtype)
+            if self.tcoef:
+                norm_p, norm_g = p.square().sum().sqrt(), g.square().sum().sqrt()
+                scale = scale * _trust_ratio(self.tcoef * norm_p, norm_g + self.weight_decay * norm_p)
+            if self.weight_decay:
+                g = g + self.weight_decay * p
+            if self.classic:
+                g = g * scale
+            if self.momentum:
+                b = self.b[i].assign(self.b[i] * self.momentum + g)
+                g = g + self.momentum * b if self.nesterov else b
+                state.append(b)
+            if not self.classic:
+                g = g * scale
+            params.append(p.assign(p - g))
+        return state, params
+
+
+def _newton_schulz(g: Tensor, steps: int, coefficients: tuple[float, float, float], eps: float) -> Tensor:
+    """The nearest semi-orthogonal matrix to g (rows, cols), approximately: Muon's quintic Newton-Schulz
+    iteration X <- a X + (b A + c A A) X with A = X X^T, from X = g / max(||g||, eps) (on the wide orientation)."""
+    a, b, c = coefficients
+    wide = g.shape[0] <= g.shape[1]
+    x = g if wide else g.T
+    x = x / x.square().sum().sqrt().maximum(eps)
+    for _ in range(steps):
+        gram = x @ x.T
+        # each iterate is stored once: the next reads it three times, and fusing the whole chain would recompute
+        # every earlier iterate in each of them (and, at four steps or more, fails to linearize today)
+        x = (a * x + (b * gram + c * (gram @ gram)) @ x).contiguous()
+    return x if wide else x.T
+
+
+class Muon(Optimizer):
+    """Muon (Keller Jordan, 2024, "Muon: an optimizer for hidden layers"), with torch.optim.Muon's update rule:
+    momentum b = lerp(b, g, 1 - momentum), the step direction lerp(g, b, momentum) (`nesterov`, the default) or
+    b, viewed as a matrix (rows, the rest) and orthogonalized by `ns_steps` Newton-Schulz iterations (in the
+    parameter's dtype; torch's run in bfloat16), scaled by sqrt(max(1, rows / cols)); then
+    p = p * (1 - lr * weight_decay) - lr * direction. Parameters must have at least 2 dims (optimize biases and
+    norms with AdamW, as the paper does).
+
+    >>> w = Tensor([[3.0, 0.0], [0.0, -4.0]])
+    >>> opt = Muon([w], lr=0.1, momentum=0.0, nesterov=False)
+    >>> _ = (w * w).sum().backward()
+    >>> opt.step()
+    >>> [[round(v, 2) for v in row] for row in w.tolist()]
+    [[2.93, 0.0], [0.0, -3.89]]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float | Tensor = 0.02,
+        momentum: float = 0.95,
+        weight_decay: float = 0.0,
+        ns_steps: int = 5,
+        ns_coefficients: tuple[float, float, float] = (3.4445, -4.7750, 2.0315),
+        nesterov: bool = True,
+        eps: float = 1e-7,
+        fused: bool = False,
+    ):
+        momentum = _at_least_zero(momentum, "Muon", "momentum")
+        weight_decay = _at_least_zero(weight_decay, "Muon", "weight_decay")
+        if isinstance(ns_steps, bool) or not isinstance(ns_steps, int) or ns_steps < 0:
+            raise ArgumentError(f"Muon: ns_steps must be an int >= 0, got {ns_steps!r}")
+        if not isinstance(ns_coefficients, (tuple, list)) or len(ns_coefficients) != 3:
+            raise ArgumentError(f"Muon: ns_coefficients must be three numbers (a, b, c), got {ns_coefficients!r}")
+        coefficients = tuple(_number(c, "Muon", "ns_coefficients") for c in ns_coefficients)
+        eps = _at_least_zero(eps, "Muon", "eps")
+        if nesterov and momentum == 0:
+            raise ArgumentError("Muon: nesterov=True needs a momentum > 0")
+        given = list(params) if isinstance(params, Iterable) and not isinstance(params, Tensor) else params
+        if isinstance(given, list):
+            for i, p in enumerate(given):
+                if isinstance(p, Tensor) and p.requires_grad is not False and dtypes.is_float(p.dtype) and p.ndim < 2:
+                    raise ArgumentError(
+                        f"Muon: parameter {i} has shape {p.shape}; Muon orthogonalizes matrices (2 or more dims): "
+                        "optimize 0-d and 1-d parameters with another optimizer (AdamW)"
+                    )
+        super().__init__(given, lr, self._no_fused(fused))
+        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, bool(nesterov)
+        self.ns_steps, self.ns_coefficients = ns_steps, (coefficients[0], coefficients[1], coefficients[2])
+        self.eps = eps
+        self.b: list[Tensor] = self._zeros_like_params() if momentum else []
+
+    def _updates(self, items: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        state, params = [], []
+        for i, p, g in items:
+            g = g.cast(p.dtype)
+            if self.momentum:
+                b = self.b[i].assign(self.b[i] + (g - self.b[i]) * (1.0 - self.momentum))
+                g = g + (b - g) * self.momentum if self.nesterov else b
+                state.append(b)
+            rows = p.shape[0]
+            cols = p.numel() // rows if rows else 0
+            direction = _newton_schulz(g.reshape(rows, cols), self.ns_steps, self.ns_coefficients, self.eps)
+            direction = direction.reshape(p.shape) * math.sqrt(max(1.0, rows / max(cols, 1)))
+            lr = self._lr_on(p).cast(p.dtype)
+            kept = p * (1.0 - lr * self.weight_decay) if self.weight_decay else p
+            params.append(p.assign(kept - lr * direction))
+        return state, params
+
+
+class OptimizerGroup:
+    """Several optimizers stepped as one, as tinygrad's OptimizerGroup (for example Muon for the matrices and
+    AdamW for the rest): `zero_grad()` and `step()` call every optimizer's, and `step()` realizes all their
+    updates in one schedule. `group[i]` is the i-th optimizer; `params` all their parameters.
+
+    >>> w, b = Tensor([[1.0, 2.0]]), Tensor([1.0])
+    >>> group = OptimizerGroup(SGD([w], lr=0.5), SGD([b], lr=0.25))
+    >>> _ = ((w * w).sum() + (b * b).sum()).backward()
+    >>> group.step()
+    >>> w.tolist(), b.tolist()
+    ([[0.0, 0.0]], [0.5])
+    """
+
+    def __init__(self, *optimizers: Optimizer):
+        if not optimizers:
+            raise ArgumentError("OptimizerGroup: needs at least one optimizer")
+        for i, o in enumerate(optimizers):
+            if not isinstance(o, (Optimizer, OptimizerGroup)):
+                raise TypeError(f"OptimizerGroup: argument {i} is a {type(o).__name__}, not an optimizer")
+        self.optimizers = list(optimizers)
+        self.params: list[Tensor] = [p for o in self.optimizers for p in o.params]
+        self.buffers: list[Tensor] = [b for o in self.optimizers for b in o.buffers]
+        if len(set(map(id, self.params))) != len(self.params):
+            raise ArgumentError("OptimizerGroup: a parameter belongs to more than one of the optimizers")
+
+    def __getitem__(self, i: int) -> Optimizer | OptimizerGroup:
+        return self.optimizers[i]
+
+    def __len__(self) -> int:
+        return len(self.optimizers)
+
+    def zero_grad(self) -> None:
+        """Set every parameter's `.grad` to None, in every optimizer."""
+        for o in self.optimizers:
+            o.zero_grad()
+
+    def schedule_step(self) -> list[Tensor]:
+        """Every optimizer's `schedule_step`, gradients first: the updates of none of them can change a parameter
+        before another optimizer's gradient has read it."""
+        Tensor.realize(*(t for o in self.optimizers for t in o._grads_to_realize() if isinstance(o, Optimizer)))
+        return [t for o in self.optimizers for t in o.schedule_step()]
+
+    def step(self) -> None:
+        """Step every optimizer; all the updates run in one schedule."""
+        if updates := self.schedule_step():
+            Tensor.realize(*updates)
