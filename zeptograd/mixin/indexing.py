@@ -69,7 +69,7 @@ class _Basic:
         x = x.shrink(self.bounds)
         if any(st > 1 for st in self.strides):
             # keep every stride-th element: pad to count * stride, split (count, stride), keep stride index 0
-            x = x.pad(tuple((0, p - (e - b)) for (b, e), p in zip(self.bounds, self._padded_lengths())))
+            x = x._pad_view(tuple((0, p - (e - b)) for (b, e), p in zip(self.bounds, self._padded_lengths())))
             x = x.reshape(self._split(kept=False))
             x = x.shrink(self._per_split_axis(None, None, lambda st: (0, 1)))
         return x.reshape(self.out_shape)
@@ -377,7 +377,8 @@ class IndexingMixin:
         if v.device != self.device:
             raise RuntimeError(f"{op}: the value is on {v.device}, the tensor on {self.device}")
         v = v.cast(self.dtype)
-        self.realize()  # the STORE's target is memory; realizing first lets the value read that buffer
+        # the STORE's target is memory (a view's base's); realizing it first lets the value read that buffer
+        (self if self._base is None else self._base).realize()
         mask = index if isinstance(index, type(self)) and dtypes.is_bool(index.dtype) else None
         if mask is not None and mask.ndim and mask.shape == self.shape[: mask.ndim]:
             rest = self.shape[mask.ndim :]
