@@ -378,7 +378,8 @@ class Tensor(
         if any(s < 0 for s in shape):
             raise ArgumentError(f"{_op}: negative size in shape {shape}")
         dt = _scalar_dtype(fill_value, dtype, _op)
-        return Tensor(UOp.const(dt, fill_value), device=_device(device, _op))._broadcast_to(shape)
+        # a tensor of its own (a write to it is not a write through a broadcast of one value)
+        return Tensor(UOp.const(dt, fill_value), device=_device(device, _op))._broadcast_to(shape)._not_a_view()
 
     @staticmethod
     def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
