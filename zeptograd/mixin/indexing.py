@@ -393,9 +393,8 @@ class IndexingMixin:
             raise ArgumentError(f"{op}: cannot broadcast a value of shape {v.shape} to the indexed shape {out_shape}")
         v = v.reshape(vs)._broadcast_to(out_shape)
         if adv is None:
-            placed = basic.place(v, self.shape)
-            hit = basic.place(self.ones(out_shape, dtype=dtypes.bool, device=self.device), self.shape)
-            self.assign(hit.where(placed, self))
+            # the indexed view itself is written (through to the base): only its elements need be writable
+            basic.apply(self).assign(v)
             return
         vshape = basic.out_shape
         lin, total = self._linear_index(adv, vshape)
