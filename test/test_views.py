@@ -324,3 +324,147 @@ def test_view_assign_checks_the_value(device: str):
     with pytest.raises(TypeError, match="dtype"):
         t.T.assign(Tensor(grid(4, 3).astype(np.int32), device=device))
     same(t, grid(3, 4))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# property: random chains of views written at random points of random programs, every read checked with numpy
+
+
+def _overlaps(a: np.ndarray) -> bool:
+    """Two elements of numpy view `a` on one location (a stride-0 axis longer than 1: an expand)."""
+    return a.size > 1 and any(st == 0 and n > 1 for st, n in zip(a.strides, a.shape))
+
+
+def _random_index(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple:
+    idx: list = []
+    for n in shape:
+        r = rng.random()
+        if r < 0.2 and n:
+            idx.append(int(rng.integers(-n, n)))
+        elif r < 0.35:
+            idx.append(slice(None))
+        else:
+            bound = [None, *range(-n - 1, n + 2)]
+            start, stop = (bound[int(rng.integers(len(bound)))] for _ in range(2))
+            steps = [None, 1, 2, 3, -1, -2]
+            idx.append(slice(start, stop, steps[int(rng.integers(len(steps)))]))
+    return tuple(idx)
+
+
+def _random_view(rng: np.random.Generator, base: np.ndarray, a: np.ndarray, t: Tensor):
+    """A random movement op applied to numpy view `a` and tensor `t` alike; None when numpy cannot make it a view."""
+    kind = rng.choice(["slice", "permute", "flip", "reshape", "expand"])
+    if kind == "slice":
+        idx = _random_index(rng, a.shape)
+        return a[(*idx, ...)], t[idx]  # the Ellipsis keeps numpy's result a (0-d) view
+    if kind == "permute" and a.ndim > 1:
+        order = tuple(int(i) for i in rng.permutation(a.ndim))
+        return a.transpose(order), t.permute(order)
+    if kind == "flip" and a.ndim:
+        axes = tuple(int(i) for i in np.flatnonzero(rng.random(a.ndim) < 0.6)) or (0,)
+        return np.flip(a, axes), t.flip(axes)
+    if kind == "reshape":
+        shape = list(a.shape)
+        if rng.random() < 0.5 and len(shape) > 1:  # merge two neighbouring axes
+            i = int(rng.integers(len(shape) - 1))
+            shape[i : i + 2] = [shape[i] * shape[i + 1]]
+        else:  # split an axis into (d, n // d), or add an axis of 1
+            i = int(rng.integers(len(shape) + 1))
+            n = shape[i] if i < len(shape) else 1
+            divisors = [d for d in range(1, n + 1) if n % d == 0] or [1]
+            d = divisors[int(rng.integers(len(divisors)))]
+            shape[i : i + 1] = [d, n // d] if i < len(shape) else [1]
+        r = a.reshape(shape)
+        if r.size and not np.shares_memory(r, base):
+            return None  # numpy copies here (PyTorch's view() refuses): not a view to write through
+        return r, t.reshape(tuple(shape))
+    if kind == "expand":
+        ones = [i for i, n in enumerate(a.shape) if n == 1]
+        if not ones:
+            return None
+        i = ones[int(rng.integers(len(ones)))]
+        shape = a.shape[:i] + (int(rng.integers(2, 4)),) + a.shape[i + 1 :]
+        strides = a.strides[:i] + (0,) + a.strides[i + 1 :]
+        return np.lib.stride_tricks.as_strided(a, shape, strides), t.expand(shape)
+    return None
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.integers(-9, 10, size=shape).astype(np.float32)
+
+
+def _write(rng: np.random.Generator, a: np.ndarray, t: Tensor, device: str) -> None:
+    """One random write to the view (numpy `a`, tensor `t`); a write numpy makes through overlapping elements
+    must be refused by zeptograd (and leave everything as it was)."""
+    kind = rng.choice(["assign", "setitem", "iadd", "imul", "self"])
+    if kind == "setitem":
+        idx = _random_index(rng, a.shape)
+        target = a[(*idx, ...)]
+        s = float(rng.integers(-9, 10))
+        if _overlaps(target):
+            with pytest.raises(ArgumentError, match="single memory location"):
+                t[idx] = s
+            return
+        target[...] = s
+        t[idx] = s
+        return
+    if _overlaps(a):
+        with pytest.raises(ArgumentError, match="single memory location"):
+            t.assign(Tensor(_values(rng, a.shape), device=device))
+        return
+    if kind == "assign":
+        v = _values(rng, a.shape)
+        a[...] = v
+        t.assign(Tensor(v, device=device))
+    elif kind == "iadd":
+        a += 3
+        t += 3
+    elif kind == "imul":
+        a *= -2
+        t *= -2
+    elif a.ndim:  # a value that reads the view itself, through another index pattern
+        a[...] = np.flip(a, 0) - a
+        t.assign(t.flip(0) - t)
+
+
+def _random_program(seed: int, device: str, steps: int = 10) -> None:
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(n) for n in rng.integers(1, 5, size=int(rng.integers(1, 4))))
+    base = _values(rng, shape)
+    t = Tensor(base.copy(), device=device)
+    if rng.random() < 0.3:
+        t = t * 1  # a lazy base: no buffer until it is written or read
+    elif rng.random() < 0.5:
+        t.realize()
+    views: list[tuple[np.ndarray, Tensor]] = [(base, t)]
+    computed: list[tuple[np.ndarray, Tensor]] = []  # reads made before later writes
+    for _ in range(steps):
+        a, v = views[int(rng.integers(len(views)))]
+        r = rng.random()
+        if r < 0.4:
+            made = _random_view(rng, base, a, v)
+            if made is not None:
+                views.append(made)
+        elif r < 0.75:
+            _write(rng, a, v, device)
+        elif r < 0.85:
+            computed.append((a * 2 + 1, v * 2 + 1))
+        elif r < 0.95:
+            np.testing.assert_array_equal(v.numpy(), a, err_msg=f"seed {seed}")
+        else:
+            v.realize()
+    for a, v in views + computed:
+        assert v.shape == a.shape, f"seed {seed}"
+        np.testing.assert_array_equal(v.numpy(), a, err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_random_writes_through_views_cpu(chunk: int):
+    for seed in range(chunk * 60, (chunk + 1) * 60):
+        _random_program(seed, "CPU")
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_random_writes_through_views_python(chunk: int):
+    for seed in range(1000 + chunk * 30, 1000 + (chunk + 1) * 30):
+        _random_program(seed, "PYTHON")
