@@ -108,10 +108,6 @@ def _promote(operands: Sequence[Any]) -> DType:
 # one movement op of a view: (op, arg, shape of its input)
 _Mop = tuple[Ops, Any, tuple[int, ...]]
 
-# the tensor that writes each buffer: a lazy value two tensors share (hash-consed) is realized into one buffer for
-# both; the first to assign to it owns it, and any other takes a copy before its own first write
-_owners: weakref.WeakValueDictionary[UOp, Tensor] = weakref.WeakValueDictionary()
-
 
 def _movement_chain(uop: UOp, src: UOp) -> tuple[_Mop, ...]:
     """The movement ops that make `uop` from `src`, first op first; () when `uop` is not such a chain."""
@@ -515,13 +511,6 @@ class Tensor(
             self.realize()  # the target must be memory; a pending assignment lands first
         target = buffer_of(self.uop)
         assert target is not None
-        owner = _owners.get(target)
-        if owner is not None and owner is not self:
-            # an equal lazy value realized once for two tensors: the other one writes this memory, so take a copy
-            self.uop = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)), device=self.device).realize().uop
-            target = buffer_of(self.uop)
-            assert target is not None
-        _owners[target] = self
         self.uop = target.store(x.uop)
         for v in list(self._views or ()):
             v.uop = _apply_movement(self.uop, v._mops)
