@@ -125,6 +125,12 @@ def _apply_movement(uop: UOp, mops: tuple[_Mop, ...]) -> UOp:
     return uop
 
 
+def _filled(dtype: DType, value: Scalar, shape: tuple[int, ...]) -> UOp:
+    """A constant broadcast to `shape`."""
+    c = UOp.const(dtype, value)
+    return UOp(Ops.EXPAND, dtype, (UOp(Ops.RESHAPE, dtype, (c,), (1,) * len(shape)),), shape) if shape else c
+
+
 def _place_back(mop: _Mop, value: UOp, hit: UOp) -> tuple[UOp, UOp]:
     """Undo one movement op for a write: `value` (and the bool mask `hit` of the written elements) moved back to
     the op's input shape. Elements no view element maps to get hit False."""
@@ -147,8 +153,7 @@ def _place_back(mop: _Mop, value: UOp, hit: UOp) -> tuple[UOp, UOp]:
     axes = tuple(i for i, (a, s) in enumerate(zip(arg, in_shape)) if a != s)
     if not axes:
         return value, hit
-    zero = UOp.const(value.dtype, 0)
-    kept = hit.where(value, UOp(Ops.EXPAND, value.dtype, (UOp(Ops.RESHAPE, value.dtype, (zero,), (1,) * len(arg)),), arg))
+    kept = hit.where(value, _filled(value.dtype, 0, arg))
     summed = Tensor(kept).sum(axes, keepdim=True).cast(value.dtype).uop
     any_hit = Tensor(hit).any(axes, keepdim=True).uop
     return summed, any_hit
@@ -526,10 +531,7 @@ class Tensor(
             )
         if buffer_of(self.uop) is None:
             self.realize()
-        hit = UOp.const(dtypes.bool, True)
-        if x.ndim:
-            hit = UOp(Ops.EXPAND, dtypes.bool, (UOp(Ops.RESHAPE, dtypes.bool, (hit,), (1,) * x.ndim),), x.shape)
-        placed = x.uop
+        hit, placed = _filled(dtypes.bool, True, x.shape), x.uop
         for m in reversed(mops):
             placed, hit = _place_back(m, placed, hit)
         self.assign(Tensor(hit.where(placed, self.uop), device=self.device))
