@@ -232,6 +232,18 @@ def test_reshape_view_write(device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_reshape_of_a_transpose_is_a_view(device: str):
+    # deliberately tinygrad's semantics (numpy and PyTorch copy here): the oracle is the element positions, the
+    # reshape of the transposed positions saying which element of the base each view element is
+    a = grid(3, 4)
+    t = Tensor(a, device=device).realize()
+    pos = np.arange(12).reshape(3, 4).T.reshape(2, 6)
+    t.T.reshape(2, 6)[1, 1:4] = -1
+    a.reshape(-1)[pos[1, 1:4]] = -1
+    same(t, a)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_int_and_bool_views(device: str):
     a = np.arange(6, dtype=np.int32).reshape(2, 3)
     t = Tensor(a, device=device)

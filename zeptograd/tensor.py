@@ -531,6 +531,12 @@ class Tensor(
             )
         if buffer_of(self.uop) is None:
             self.realize()
+        target = buffer_of(self.uop)
+        if any(u is target for u in x.uop.toposort()):
+            # `v += 1`: the value reads the base at the elements it writes, but through index arithmetic the kernel
+            # cannot prove equal to the store's, which would copy the whole base aside; storing the value first
+            # costs a buffer of the view's size instead
+            x = x.contiguous()
         hit, placed = _filled(dtypes.bool, True, x.shape), x.uop
         for m in reversed(mops):
             placed, hit = _place_back(m, placed, hit)
