@@ -492,11 +492,15 @@ class Tensor(
 
     def assign(self, x: Tensor | Scalar | np.ndarray | list) -> Tensor:
         """Overwrite this tensor's buffer with `x` (a STORE): reads made before see the old values, reads
-        made after see the new ones. Returns self.
+        made after see the new ones. On a view (movement ops of a base) the write lands in the base's buffer at
+        the view's elements, and every view of that base reads it. Returns self.
 
         >>> t = Tensor([1.0, 2.0]).realize()
         >>> t.assign(t * 10).tolist()
         [10.0, 20.0]
+        >>> _ = t.flip(0)[0:1].assign(Tensor([7.0]))
+        >>> t.tolist()
+        [10.0, 7.0]
         """
         if not isinstance(x, Tensor):
             try:

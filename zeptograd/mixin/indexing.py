@@ -359,7 +359,8 @@ class IndexingMixin:
         return bool((self == element).any())
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """`t[index] = value`: one STORE into t's buffer (`t.assign(mask.where(placed_value, t))`). Any index
+        """`t[index] = value`: one STORE into t's buffer, or its base's when t is a view (a basic index writes
+        the view `t[index]`, others `t.assign(mask.where(placed_value, t))`). Any index
         `__getitem__` takes; `value` is a scalar or a tensor that broadcasts to `t[index].shape`, cast to t's
         dtype. Where integer indices repeat, the last write wins. A bool-mask index with a value that does not
         depend on the mask's count is a lazy where; otherwise the mask is realized to find its true elements.
