@@ -317,8 +317,23 @@ def test_write_through_an_overlapping_expand_is_refused(device: str, write):
         (lambda x: x.contiguous(), lambda x: x.contiguous()),
         (lambda x: x.T.contiguous(), lambda x: x.T.contiguous()),
         (lambda x: x.clone(), lambda x: x.clone()),
+        (lambda x: Tensor.cat(x), lambda x: torch.cat([x])),
+        (lambda x: x.cat(x[:0], dim=0), lambda x: torch.cat([x, x[:0]], dim=0)),
+        (lambda x: Tensor.stack(x)[0], lambda x: torch.stack([x])[0]),
     ],
-    ids=["pad", "pad0", "repeat", "roll", "repeat_interleave", "contiguous", "T_contiguous", "clone"],
+    ids=[
+        "pad",
+        "pad0",
+        "repeat",
+        "roll",
+        "repeat_interleave",
+        "contiguous",
+        "T_contiguous",
+        "clone",
+        "cat1",
+        "cat0",
+        "stack1",
+    ],
 )
 def test_copies_are_not_views(device: str, op):
     src = grid(2, 3)

@@ -537,7 +537,7 @@ class MovementMixin:
                 )
         joined = [t.cast(dt) for t in joined]
         if len(joined) == 1:
-            return joined[0]
+            return joined[0]._not_a_view()  # a copy in PyTorch, even of one tensor
         total = sum(t.shape[d] for t in joined)
         out: Tensor | None = None
         offset = total
@@ -554,7 +554,7 @@ class MovementMixin:
             else:
                 inside = t.ones(t.shape, dtype=dtypes.bool, device=t.device)._pad_dim(d, offset, total - offset - size)
                 out = inside.where(padded, out)
-        return out if out is not None else joined[0]._pad_dim(d, 0, total - joined[0].shape[d])
+        return (out if out is not None else joined[0]._pad_dim(d, 0, total - joined[0].shape[d]))._not_a_view()
 
     def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
         """This tensor and `args` (all of one shape) joined along a new axis `dim`. Dtypes promote as in PyTorch.
