@@ -418,8 +418,10 @@ class MovementMixin:
         >>> x.pad((2, 1), mode="reflect").tolist(), x.pad((2, 1), mode="circular").tolist()
         ([3, 2, 1, 2, 3, 2], [2, 3, 1, 2, 3, 1])
         """
-        # F.pad copies in PyTorch: writing to the result must not reach self
-        return self._padded(padding, mode, value)._not_a_view()
+        # F.pad copies in PyTorch: writing to the result must not reach self (nothing to pad returns self, which
+        # costs no copy kernel where a convolution pads by 0)
+        out = self._padded(padding, mode, value)
+        return out if out is self else out._not_a_view()
 
     def _padded(self, padding: Sequence[Any], mode: str, value: Scalar) -> Tensor:
         if mode not in PAD_MODES:
