@@ -2,7 +2,7 @@
 
     python bench/ops.py                 # everything, at full size (a few minutes on 2 cores)
     python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
-    python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, conv2d, unary, overhead,
+    python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, conv2d, unary, overhead, setitem,
                                         # compile)
     python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
 
@@ -24,7 +24,10 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
            times 2 (tanh).
 7. overhead per-op overhead: `x = (x + 1).realize()` on a (4,) tensor, many steps in a row; the time is per
            op (numpy and torch: `x = x + 1`).
-8. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
+8. setitem a write through a view, `x[1::2, ::3] += 1`, in place on a realized 4096x4096 matrix (one element
+           in six). zeptograd's STORE rewrites the whole buffer (`hit.where(placed, x)`), numpy and torch only the
+           view's elements.
+9. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
            expression each trial): build, schedule, generate code, compile and run. The notes give the time of
            the same expression's second call (cache hit), so cold - warm is about the compile cost. zeptograd
            only.
@@ -92,7 +95,7 @@ except ImportError:
     torch = None
 
 LIBS = ("zeptograd", "numpy", "torch")
-BENCHMARKS = ("relu", "sum", "softmax", "matmul", "conv2d", "unary", "overhead", "compile")
+BENCHMARKS = ("relu", "sum", "softmax", "matmul", "conv2d", "unary", "overhead", "setitem", "compile")
 SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
 BUSY_WARN_CPUS = 0.25  # a row during which other processes kept this many cpus busy is marked NOISY
 MIN_WIDTHS = (38, 10, 10, 10, 7, 8, 9)  # table columns before the notes, so progress lines line up with the table
@@ -361,6 +364,49 @@ def bench_overhead(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     yield row
 
 
+def bench_setitem(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    """A write through a view: `x[1::2, ::3] += 1` on a realized square matrix (one element in six), in place."""
+    n = int(cfg.elementwise_n**0.5)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    row = Row(f"x[1::2, ::3] += 1 on ({n}, {n})")
+    zx, nx = Tensor(a).realize(), a.copy()
+
+    def zg_write() -> Any:
+        v = zx[1::2, ::3]
+        v += 1
+        return zx.realize()
+
+    def np_write() -> np.ndarray:
+        nx[1::2, ::3] += 1
+        return nx
+
+    warm = run_lib(row, "zeptograd", zg_write, cfg)
+    check_zg(row, None if warm is None else _one_write(a), _one_write_np(a))
+    run_lib(row, "numpy", np_write, cfg)
+    if torch is not None:
+        tx = to_torch(a.copy())
+
+        def torch_write() -> Any:
+            tx[1::2, ::3] += 1
+            return tx
+
+        run_lib(row, "torch", torch_write, cfg)
+    yield row
+
+
+def _one_write(a: np.ndarray) -> Any:
+    """The benchmarked write once, on a fresh copy (the timed runs wrote a number of times of their own)."""
+    x = Tensor(a.copy()).realize()
+    x[1::2, ::3] += 1
+    return x
+
+
+def _one_write_np(a: np.ndarray) -> np.ndarray:
+    x = a.copy()
+    x[1::2, ::3] += 1
+    return x
+
+
 def cache_files(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
@@ -480,6 +526,7 @@ BENCH_FNS: dict[str, Callable[[Config, np.random.Generator], Iterator[Row]]] = {
     "conv2d": bench_conv2d,
     "unary": bench_unary,
     "overhead": bench_overhead,
+    "setitem": bench_setitem,
     "compile": bench_compile,
 }
 

@@ -10,6 +10,7 @@ Names, signatures and dtype rules follow tinygrad's public Tensor API (which is 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +31,7 @@ from zeptograd.mixin.reduce import ReduceMixin
 from zeptograd.runtime.buffer import buffer_for, np_dtype
 from zeptograd.runtime.device import Device
 from zeptograd.schedule.kernelize import buffer_of, new_buffer, view_of
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.shape import prod
 
 _NP_TO_DTYPE = {np.dtype(dt.fmt): dt for dt in dtypes.all if dt.fmt is not None}
@@ -104,6 +105,83 @@ def _promote(operands: Sequence[Any]) -> DType:
     return result_type(dt, *scalars)
 
 
+# one movement op of a view: (op, arg, shape of its input)
+_Mop = tuple[Ops, Any, tuple[int, ...]]
+
+
+def _movement_chain(uop: UOp, src: UOp) -> tuple[_Mop, ...]:
+    """The movement ops that make `uop` from `src`, first op first; () when `uop` is not such a chain."""
+    chain: list[_Mop] = []
+    while uop is not src and uop.op in GroupOp.Movement:
+        chain.append((uop.op, uop.arg, uop.src[0].shape))
+        uop = uop.src[0]
+    return tuple(reversed(chain)) if uop is src else ()
+
+
+def _apply_movement(uop: UOp, mops: tuple[_Mop, ...]) -> UOp:
+    """The view `mops` of `uop`."""
+    for op, arg, _ in mops:
+        uop = UOp(op, uop.dtype, (uop,), arg)
+    return uop
+
+
+def _filled(dtype: DType, value: Scalar, shape: tuple[int, ...]) -> UOp:
+    """A constant broadcast to `shape`."""
+    c = UOp.const(dtype, value)
+    return UOp(Ops.EXPAND, dtype, (UOp(Ops.RESHAPE, dtype, (c,), (1,) * len(shape)),), shape) if shape else c
+
+
+def _place_back(mop: _Mop, value: UOp, hit: UOp) -> tuple[UOp, UOp]:
+    """Undo one movement op for a write: `value` (and the bool mask `hit` of the written elements) moved back to
+    the op's input shape. Elements no view element maps to get hit False."""
+    op, arg, in_shape = mop
+
+    def both(inv_op: Ops, inv_arg: Any) -> tuple[UOp, UOp]:
+        return UOp(inv_op, value.dtype, (value,), inv_arg), UOp(inv_op, dtypes.bool, (hit,), inv_arg)
+
+    if op is Ops.RESHAPE:
+        return both(Ops.RESHAPE, in_shape)
+    if op is Ops.PERMUTE:
+        return both(Ops.PERMUTE, tuple(sorted(range(len(arg)), key=lambda i: arg[i])))
+    if op is Ops.FLIP:
+        return both(Ops.FLIP, arg)
+    if op is Ops.SHRINK:  # shrink -> pad back to the full extent
+        return both(Ops.PAD, tuple((b, s - e) for (b, e), s in zip(arg, in_shape)))
+    if op is Ops.PAD:  # pad -> shrink: what was written to the padding is dropped
+        return both(Ops.SHRINK, tuple((b, b + s) for (b, _), s in zip(arg, in_shape)))
+    # expand (known not to overlap): at most one element along each expanded axis is written; sum it back
+    axes = tuple(i for i, (a, s) in enumerate(zip(arg, in_shape)) if a != s)
+    if not axes:
+        return value, hit
+    kept = hit.where(value, _filled(value.dtype, 0, arg))
+    summed = Tensor(kept).sum(axes, keepdim=True).cast(value.dtype).uop
+    any_hit = Tensor(hit).any(axes, keepdim=True).uop
+    return summed, any_hit
+
+
+def _overlapping(mops: tuple[_Mop, ...], shape: tuple[int, ...]) -> bool:
+    """Do two elements of view `mops` of a tensor of `shape` lie on one element (an expand that broadcasts)?
+    Decided on the view's map of element positions, as PyTorch decides on strides."""
+    if not any(op is Ops.EXPAND and arg != s for op, arg, s in mops):
+        return False
+    pos = np.arange(prod(shape)).reshape(shape)
+    for op, arg, _ in mops:
+        if op is Ops.RESHAPE:
+            pos = pos.reshape(arg)
+        elif op is Ops.PERMUTE:
+            pos = pos.transpose(arg)
+        elif op is Ops.FLIP:
+            pos = np.flip(pos, tuple(i for i, f in enumerate(arg) if f))
+        elif op is Ops.SHRINK:
+            pos = pos[tuple(slice(b, e) for b, e in arg)]
+        elif op is Ops.PAD:
+            pos = np.pad(pos, arg, constant_values=-1)
+        else:
+            pos = np.broadcast_to(pos, arg)
+    real = pos[pos >= 0]
+    return np.unique(real).size != real.size
+
+
 class _TensorType(type):
     """Tensor's metaclass: `Tensor.training` reads and sets the TRAINING flag, so `Tensor.training = True`,
     `with Tensor.train():` and `with Context(TRAINING=1):` are one switch."""
@@ -155,7 +233,7 @@ class Tensor(
     (dtypes.int32, (), 'CPU')
     """
 
-    __slots__ = ("uop", "device", "grad", "requires_grad", "__weakref__")
+    __slots__ = ("uop", "device", "grad", "requires_grad", "_base", "_mops", "_views", "__weakref__")
     train = train
     __hash__ = object.__hash__  # == builds a comparison, so tensors hash by identity
 
@@ -203,6 +281,11 @@ class Tensor(
         self.grad: Tensor | None = None
         # None: no preference (backward fills .grad of every float tensor in the graph); False: never
         self.requires_grad: bool | None = requires_grad
+        # a view (a chain of movement ops of another tensor) knows its base and the ops from it, so a write to
+        # the view is a write to the base; a base knows its live views, so they read what it holds after a write
+        self._base: Tensor | None = None
+        self._mops: tuple[_Mop, ...] = ()
+        self._views: weakref.WeakSet[Tensor] | None = None
         live_tensors.add(self)
         if rounded:  # data rounded to bfloat16 or fp8: a tensor made from data is a buffer
             self.realize()
@@ -271,7 +354,23 @@ class Tensor(
         return float(self._scalar("float"))
 
     def _new(self, uop: UOp) -> Tensor:
-        return Tensor(uop, device=self.device)
+        out = Tensor(uop, device=self.device)
+        mops = _movement_chain(uop, self.uop)
+        if mops:
+            base = self if self._base is None else self._base
+            out._base, out._mops = base, self._mops + mops
+            if base._views is None:
+                base._views = weakref.WeakSet()
+            base._views.add(out)
+        return out
+
+    def _not_a_view(self) -> Tensor:
+        """This value as a tensor of its own, for ops that copy in PyTorch (pad, repeat, roll): writing to the
+        result must not reach the input. A lazy node is enough (it is realized into a buffer of its own); memory
+        itself is copied."""
+        if buffer_of(self.uop) is not None:
+            return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)), device=self.device)
+        return self if self._base is None else Tensor(self.uop, device=self.device)
 
     # *** creation ***
 
@@ -292,7 +391,8 @@ class Tensor(
         if any(s < 0 for s in shape):
             raise ArgumentError(f"{_op}: negative size in shape {shape}")
         dt = _scalar_dtype(fill_value, dtype, _op)
-        return Tensor(UOp.const(dt, fill_value), device=_device(device, _op))._broadcast_to(shape)
+        # a tensor of its own (a write to it is not a write through a broadcast of one value)
+        return Tensor(UOp.const(dt, fill_value), device=_device(device, _op))._broadcast_to(shape)._not_a_view()
 
     @staticmethod
     def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -414,17 +514,21 @@ class Tensor(
 
     def contiguous(self) -> Tensor:
         """This tensor's value in its own buffer: ends the kernel here (the value is not recomputed)."""
-        if buffer_of(self.uop) is not None:
+        if buffer_of(self.uop) is not None and self._base is None:
             return self
         return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
 
     def assign(self, x: Tensor | Scalar | np.ndarray | list) -> Tensor:
         """Overwrite this tensor's buffer with `x` (a STORE): reads made before see the old values, reads
-        made after see the new ones. Returns self.
+        made after see the new ones. On a view (movement ops of a base) the write lands in the base's buffer at
+        the view's elements, and every view of that base reads it. Returns self.
 
         >>> t = Tensor([1.0, 2.0]).realize()
         >>> t.assign(t * 10).tolist()
         [10.0, 20.0]
+        >>> _ = t.flip(0)[0:1].assign(Tensor([7.0]))
+        >>> t.tolist()
+        [10.0, 7.0]
         """
         if not isinstance(x, Tensor):
             try:
@@ -437,12 +541,38 @@ class Tensor(
             raise ArgumentError(f"assign: the value's shape {x.shape} does not match the tensor's shape {self.shape}")
         if x.dtype is not self.dtype:
             raise TypeError(f"assign: the value's dtype {x.dtype!r} does not match the tensor's dtype {self.dtype!r}")
+        if self._base is not None:
+            self._base._write_through(self._mops, x)  # refreshes self with the base's other views
+            return self
         if buffer_of(self.uop) is None:
             self.realize()  # the target must be memory; a pending assignment lands first
         target = buffer_of(self.uop)
         assert target is not None
         self.uop = target.store(x.uop)
+        for v in list(self._views or ()):
+            v.uop = _apply_movement(self.uop, v._mops)
         return self
+
+    def _write_through(self, mops: tuple[_Mop, ...], x: Tensor) -> None:
+        """Assign `x` to this base's view `mops`: one STORE of the base, the new value where the view's elements
+        lie (`hit.where(placed_x, base)`) and the old one elsewhere."""
+        if _overlapping(mops, self.shape):
+            raise ArgumentError(
+                "assign: unsupported operation: more than one element of the written-to view refers to a single "
+                "memory location (an expand); clone() it before writing"
+            )
+        if buffer_of(self.uop) is None:
+            self.realize()
+        target = buffer_of(self.uop)
+        if any(u is target for u in x.uop.toposort()):
+            # `v += 1`: the value reads the base at the elements it writes, but through index arithmetic the kernel
+            # cannot prove equal to the store's, which would copy the whole base aside; storing the value first
+            # costs a buffer of the view's size instead
+            x = x.contiguous()
+        hit, placed = _filled(dtypes.bool, True, x.shape), x.uop
+        for m in reversed(mops):
+            placed, hit = _place_back(m, placed, hit)
+        self.assign(Tensor(hit.where(placed, self.uop), device=self.device))
 
     # *** autograd ***
 

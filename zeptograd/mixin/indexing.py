@@ -69,7 +69,7 @@ class _Basic:
         x = x.shrink(self.bounds)
         if any(st > 1 for st in self.strides):
             # keep every stride-th element: pad to count * stride, split (count, stride), keep stride index 0
-            x = x.pad(tuple((0, p - (e - b)) for (b, e), p in zip(self.bounds, self._padded_lengths())))
+            x = x._pad_view(tuple((0, p - (e - b)) for (b, e), p in zip(self.bounds, self._padded_lengths())))
             x = x.reshape(self._split(kept=False))
             x = x.shrink(self._per_split_axis(None, None, lambda st: (0, 1)))
         return x.reshape(self.out_shape)
@@ -359,7 +359,8 @@ class IndexingMixin:
         return bool((self == element).any())
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """`t[index] = value`: one STORE into t's buffer (`t.assign(mask.where(placed_value, t))`). Any index
+        """`t[index] = value`: one STORE into t's buffer, or its base's when t is a view (a basic index writes
+        the view `t[index]`, others `t.assign(mask.where(placed_value, t))`). Any index
         `__getitem__` takes; `value` is a scalar or a tensor that broadcasts to `t[index].shape`, cast to t's
         dtype. Where integer indices repeat, the last write wins. A bool-mask index with a value that does not
         depend on the mask's count is a lazy where; otherwise the mask is realized to find its true elements.
@@ -377,7 +378,8 @@ class IndexingMixin:
         if v.device != self.device:
             raise RuntimeError(f"{op}: the value is on {v.device}, the tensor on {self.device}")
         v = v.cast(self.dtype)
-        self.realize()  # the STORE's target is memory; realizing first lets the value read that buffer
+        # the STORE's target is memory (a view's base's); realizing it first lets the value read that buffer
+        (self if self._base is None else self._base).realize()
         mask = index if isinstance(index, type(self)) and dtypes.is_bool(index.dtype) else None
         if mask is not None and mask.ndim and mask.shape == self.shape[: mask.ndim]:
             rest = self.shape[mask.ndim :]
@@ -392,9 +394,8 @@ class IndexingMixin:
             raise ArgumentError(f"{op}: cannot broadcast a value of shape {v.shape} to the indexed shape {out_shape}")
         v = v.reshape(vs)._broadcast_to(out_shape)
         if adv is None:
-            placed = basic.place(v, self.shape)
-            hit = basic.place(self.ones(out_shape, dtype=dtypes.bool, device=self.device), self.shape)
-            self.assign(hit.where(placed, self))
+            # the indexed view itself is written (through to the base): only its elements need be writable
+            basic.apply(self).assign(v)
             return
         vshape = basic.out_shape
         lin, total = self._linear_index(adv, vshape)

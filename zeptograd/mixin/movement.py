@@ -68,7 +68,14 @@ class MovementMixin:
         return self.shrink(tuple((start, end) if i == dim else None for i in range(self.ndim)))
 
     def _pad_dim(self, dim: int, before: int, after: int) -> Tensor:
-        return self.pad(tuple((before, after) if i == dim else None for i in range(self.ndim)))
+        return self._pad_view(tuple((before, after) if i == dim else (0, 0) for i in range(self.ndim)))
+
+    def _pad_view(self, pairs: tuple[tuple[int, int], ...]) -> Tensor:
+        """Zero padding (pairs not negative) that stays a view of self: the slicing and window ops use it where the
+        padding is cut away again, so what they return can be written through."""
+        if all(p == (0, 0) for p in pairs):
+            return self
+        return self._new(UOp(Ops.PAD, self.dtype, (self.uop,), tuple(pairs)))
 
     def _tile_dim(self, dim: int, times: int) -> Tensor:
         """The tensor repeated `times` times along `dim` (a reshape, an expand and a reshape: no copies)."""
@@ -449,6 +456,12 @@ class MovementMixin:
         >>> x.pad((2, 1), mode="reflect").tolist(), x.pad((2, 1), mode="circular").tolist()
         ([3, 2, 1, 2, 3, 2], [2, 3, 1, 2, 3, 1])
         """
+        # F.pad copies in PyTorch: writing to the result must not reach self (nothing to pad returns self, which
+        # costs no copy kernel where a convolution pads by 0)
+        out = self._padded(padding, mode, value)
+        return out if out is self else out._not_a_view()
+
+    def _padded(self, padding: Sequence[Any], mode: str, value: Scalar) -> Tensor:
         if mode not in PAD_MODES:
             raise NotImplementedError(f"pad: mode {mode!r} is not supported (one of {', '.join(PAD_MODES)})")
         pairs = self._pad_pairs(padding)
@@ -467,7 +480,7 @@ class MovementMixin:
                 raise ArgumentError(f"pad: padding {tuple(padding)} crops more than shape {self.shape} has")
         if any(b < 0 or a < 0 for b, a in pairs):
             shrunk = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape)))
-            return shrunk.pad(tuple((max(b, 0), max(a, 0)) for b, a in pairs), value=value)
+            return shrunk._padded(tuple((max(b, 0), max(a, 0)) for b, a in pairs), mode, value)
         if all(p == (0, 0) for p in pairs):
             return self
         out = self._new(UOp(Ops.PAD, self.dtype, (self.uop,), tuple(pairs)))
@@ -566,7 +579,7 @@ class MovementMixin:
         # the empty pieces contribute no values, but torch gives them an (empty) gradient: they stay in the graph
         empty = [t for t in tensors if t.numel() == 0 and dtypes.is_float(t.dtype)]
         if len(joined) == 1 and not empty:
-            return joined[0]
+            return joined[0]._not_a_view()  # a copy in PyTorch, even of one tensor
         total = sum(t.shape[d] for t in joined)
         out: Tensor | None = None
         offset = total
@@ -586,7 +599,7 @@ class MovementMixin:
         out = out if out is not None else joined[0]._pad_dim(d, 0, total - joined[0].shape[d])
         for t in empty:  # as the branch a where never takes
             out = out.ones((), dtype=dtypes.bool, device=out.device).where(out, t.sum().cast(out.dtype))
-        return out
+        return out._not_a_view()
 
     def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
         """This tensor and `args` (all of one shape) joined along a new axis `dim`. Dtypes promote as in PyTorch.
@@ -676,7 +689,7 @@ class MovementMixin:
         # each axis s gets a size-1 axis in front of it, which expands to the repeat count
         x = self.reshape(tuple(v for s in base for v in (1, s)))
         x = x.expand(tuple(v for r, s in zip(reps, base) for v in (r, s)))
-        return x.reshape(tuple(r * s for r, s in zip(reps, base)))
+        return x.reshape(tuple(r * s for r, s in zip(reps, base)))._not_a_view()  # a copy in PyTorch
 
     def tile(self, *dims: Any) -> Tensor:
         """`repeat` as torch.tile: fewer repeats than axes repeat the last axes.
@@ -703,7 +716,7 @@ class MovementMixin:
             x = x.reshape(1)
         s = x.shape
         x = x.reshape(s[: d + 1] + (1,) + s[d + 1 :]).expand(s[: d + 1] + (r,) + s[d + 1 :])
-        return x.reshape(s[:d] + (s[d] * r,) + s[d + 1 :])
+        return x.reshape(s[:d] + (s[d] * r,) + s[d + 1 :])._not_a_view()  # a copy in PyTorch
 
     def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
         """The values shifted by `shifts` along `dims`, wrapping around (the flattened tensor when dims is None).
@@ -729,7 +742,7 @@ class MovementMixin:
                 continue
             # two copies side by side, and the window that starts s before the second one
             x = x._tile_dim(d, 2)._shrink_dim(d, n - s % n, 2 * n - s % n)
-        return x
+        return x._not_a_view() if x is not self else x  # a copy in PyTorch
 
     # *** windows and diagonals ***
 
