@@ -10,6 +10,7 @@ Names, signatures and dtype rules follow tinygrad's public Tensor API (which is 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,6 +103,12 @@ def _promote(operands: Sequence[Any]) -> DType:
     if top > category(dt):
         dt = least_upper_dtype(*(z for z in zero_d if category(z) == top))
     return result_type(dt, *scalars)
+
+
+@functools.cache
+def _scalar_result_type(dt: DType, scalar_type: type) -> DType:
+    """_promote([tensor of dt, Python scalar of scalar_type]): a weak scalar counts by its kind only."""
+    return result_type(dt, scalar_type(1))
 
 
 class _TensorType(type):
@@ -543,6 +550,19 @@ class Tensor(
         return [t._broadcast_to(shape) for t in tensors]
 
     def _binary(self, op: Ops, x: Any, name: str, reverse: bool = False, dtype: DType | None = None) -> Tensor:
+        tx = type(x)
+        if dtype is None and (tx is float or tx is int or tx is bool):
+            # the common `x + 1`: a Python scalar needs no operand tensors, only its constant broadcast to our shape
+            dt = _scalar_result_type(self.dtype, tx)
+            a_uop = self.uop if dt is self.dtype else self.uop.cast(dt)
+            b_uop = UOp.const(dt, x)
+            if shape := self.uop.shape:
+                b_uop = UOp(Ops.RESHAPE, dt, (b_uop,), (1,) * len(shape))
+                if b_uop.arg != shape:
+                    b_uop = UOp(Ops.EXPAND, dt, (b_uop,), shape)
+            if reverse:
+                a_uop, b_uop = b_uop, a_uop
+            return Tensor(a_uop.alu(op, b_uop), device=self.device)
         a, b = self._operands(name, x, dtype=dtype)
         if reverse:
             a, b = b, a

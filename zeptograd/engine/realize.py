@@ -21,12 +21,14 @@ from typing import Any, Protocol
 
 from zeptograd.codegen import ProgramSpec, get_program
 from zeptograd.engine.memory import plan_memory
-from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, THREADS, GlobalCounters
+from zeptograd.dtype import dtypes
+from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.device import Device
-from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer, view_of
+from zeptograd.uop.ops import Ops, UOp, _arg_key
 from zeptograd.uop.render import render_listing
+from zeptograd.uop.spec import tensor_spec, verify
 
 
 class Lazy(Protocol):
@@ -147,15 +149,110 @@ def _intermediates(roots: list[UOp], items: list[ScheduleItem], views: dict[UOp,
     return made - kept
 
 
+# *** the schedule cache ***
+#
+# A training or inference loop realizes the same graph on other buffers at every step. The schedule (which nodes
+# become kernels, their ASTs, the fresh buffers they write) depends only on the graph's structure: its nodes with
+# the BUFFER leaves abstracted to their device, size and dtype, and which leaves are the same buffer. So the first
+# realize of a structure runs create_schedule, and every later one rebuilds its items from the cached recipe with
+# the new leaves and fresh buffers in their places.
+
+
+class _Recipe:
+    """A schedule with its buffers replaced by references: i < len(leaves) is the i-th BUFFER leaf of the graph
+    (in toposort order), the rest are fresh buffers (`new`: device, size, dtype each)."""
+
+    __slots__ = ("new", "items", "views")
+
+    def __init__(self, new: tuple, items: tuple, views: tuple) -> None:
+        self.new = new  # ((device, size, dtype), ...)
+        self.items = items  # ((ast or None, (ref, ...)), ...)
+        self.views = views  # ((position of the realized node in the toposort, ref, shape), ...)
+
+
+_schedules: dict[tuple, _Recipe] = {}
+SCHEDULE_CACHE_SIZE = 1024
+schedule_cache_stats = {"hits": 0, "misses": 0}
+
+
+def _structure(sink: UOp) -> tuple[tuple, list[UOp], list[UOp], bool]:
+    """The graph's structure key (each node as op, dtype, arg and the positions of its sources; a BUFFER as its
+    device, size and dtype only), its nodes in toposort order, its BUFFER leaves, and whether it assigns."""
+    nodes = sink.toposort()
+    position: dict[UOp, int] = {}
+    parts: list[tuple] = []
+    leaves: list[UOp] = []
+    assigns = False
+    for i, u in enumerate(nodes):
+        position[u] = i
+        op = u.op
+        if op is Ops.BUFFER:
+            parts.append((op, u.dtype, u.arg[1], u.arg[2]))
+            leaves.append(u)
+            continue
+        if op is Ops.STORE:
+            assigns = True
+        # the arg as the hash-consing key sees it: 1, 1.0 and True (and 0.0 and -0.0) are different constants
+        parts.append((op, u.dtype, _arg_key(u.arg), tuple([position[s] for s in u.src])))
+    return tuple(parts), nodes, leaves, assigns
+
+
+def _record(items: list[ScheduleItem], views: dict[UOp, UOp], nodes: list[UOp], leaves: list[UOp]) -> _Recipe:
+    refs = {b: i for i, b in enumerate(leaves)}
+    new: list[tuple[str, int, Any]] = []
+
+    def ref(b: UOp) -> int:
+        if b not in refs:
+            refs[b] = len(leaves) + len(new)
+            new.append((b.arg[1], b.arg[2], b.dtype))
+        return refs[b]
+
+    recipe_items = tuple((item.ast, tuple(ref(b) for b in item.bufs)) for item in items)
+    position = {u: i for i, u in enumerate(nodes)}
+    recipe_views = []
+    for u, v in views.items():
+        b = buffer_of(v)
+        assert b is not None, "a realized node's view is a view of its buffer"
+        recipe_views.append((position[u], ref(b), v.shape))
+    return _Recipe(tuple(new), recipe_items, tuple(recipe_views))
+
+
+def _replay(recipe: _Recipe, nodes: list[UOp], leaves: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+    bufs = leaves + [new_buffer(device, size, dtype) for device, size, dtype in recipe.new]
+    items = [ScheduleItem(ast, tuple([bufs[r] for r in refs])) for ast, refs in recipe.items]
+    views = {nodes[p]: view_of(bufs[r], shape) for p, r, shape in recipe.views}
+    return items, views
+
+
+def schedule(roots: list[UOp], devices: list[str]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+    """create_schedule(roots, devices), from the schedule cache when a graph of the same structure was scheduled
+    before."""
+    sink = UOp(Ops.SINK, dtypes.void, tuple(roots))
+    parts, nodes, leaves, _ = _structure(sink)
+    key = (parts, tuple(devices), STORE_COST.value)
+    if (recipe := _schedules.get(key)) is not None:
+        schedule_cache_stats["hits"] += 1
+        if SPEC.value:
+            verify(sink, tensor_spec, "tensor graph")
+        return _replay(recipe, nodes, leaves)
+    schedule_cache_stats["misses"] += 1
+    items, views = create_schedule(roots, devices)
+    if len(_schedules) >= SCHEDULE_CACHE_SIZE:
+        _schedules.clear()
+    _schedules[key] = _record(items, views, nodes, leaves)
+    return items, views
+
+
 def realize(tensors: Iterable[Lazy]) -> None:
     """Compute every tensor of `tensors` that is not a buffer yet, in one schedule."""
     pending = [t for t in tensors if buffer_of(t.uop) is None]
     if not pending:
         return
-    _snapshot_stale_reads(pending)
+    if any(u.op is Ops.STORE for t in pending for u in t.uop.toposort()):
+        _snapshot_stale_reads(pending)
     roots = list(dict.fromkeys(t.uop for t in pending))
     device_of = {t.uop: t.device for t in pending}
-    items, views = create_schedule(roots, [device_of[r] for r in roots])
+    items, views = schedule(roots, [device_of[r] for r in roots])
     # two intermediates can share only if one dies before the other is written: that takes 3 items at least
     if len(items) >= 3 and not NO_MEMORY_PLANNER:
         saved = plan_memory(items, _intermediates(roots, items, views))
@@ -164,5 +261,8 @@ def realize(tensors: Iterable[Lazy]) -> None:
     run_schedule(items)
     cache: dict[UOp, UOp] = {}
     for t in list(live_tensors):
-        if buffer_of(t.uop) is None:
-            t.uop = t.uop.substitute(views, cache)
+        u = t.uop
+        if (v := views.get(u)) is not None:
+            t.uop = v  # the common case, a realized root: no walk
+        elif buffer_of(u) is None:
+            t.uop = u.substitute(views, cache)
