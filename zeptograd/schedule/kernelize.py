@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import SPEC, STORE_COST
@@ -50,10 +50,10 @@ def view_of(buf: UOp, shape: tuple[int, ...]) -> UOp:
     return buf if buf.shape == shape else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
 
 
-@dataclass(frozen=True)
-class ScheduleItem:
+class ScheduleItem(NamedTuple):
     """One step of a schedule: a kernel (`ast`, its buffers with the output first) or a copy (`ast` None,
-    buffers (destination, source))."""
+    buffers (destination, source)). A NamedTuple: a cached schedule rebuilds its items at every realize, and a
+    frozen dataclass costs several times more to make."""
 
     ast: UOp | None
     bufs: tuple[UOp, ...]
