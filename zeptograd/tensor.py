@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,6 +104,25 @@ def _promote(operands: Sequence[Any]) -> DType:
     if top > category(dt):
         dt = least_upper_dtype(*(z for z in zero_d if category(z) == top))
     return result_type(dt, *scalars)
+
+
+_broadcast_scalars: dict[tuple, UOp] = {}
+
+
+def _broadcast_scalar(dt: DType, scalar_type: type, x: Any, shape: tuple[int, ...]) -> UOp:
+    """The constant `x` of `dt` broadcast to `shape` (RESHAPE to ones, then EXPAND), remembered: a loop adds the
+    same scalar to tensors of the same shape at every step."""
+    key = (dt, scalar_type, x, math.copysign(1.0, x) if scalar_type is float else 0, shape)
+    if (ret := _broadcast_scalars.get(key)) is None:
+        ret = UOp.const(dt, x)
+        if shape:
+            ret = UOp(Ops.RESHAPE, dt, (ret,), (1,) * len(shape))
+            if ret.arg != shape:
+                ret = UOp(Ops.EXPAND, dt, (ret,), shape)
+        if len(_broadcast_scalars) >= 1024:
+            _broadcast_scalars.clear()
+        _broadcast_scalars[key] = ret
+    return ret
 
 
 @functools.cache
@@ -265,8 +285,17 @@ class Tensor(
     def __float__(self) -> float:
         return float(self._scalar("float"))
 
+    @staticmethod
+    def _from_uop(uop: UOp, device: str) -> Tensor:
+        """A tensor of graph `uop` on canonical `device`: what `Tensor(uop, device=device)` makes, without the
+        checks (the hot path of every op)."""
+        t = object.__new__(Tensor)
+        t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
+        live_tensors.add(t)
+        return t
+
     def _new(self, uop: UOp) -> Tensor:
-        return Tensor(uop, device=self.device)
+        return Tensor._from_uop(uop, self.device)
 
     # *** creation ***
 
@@ -555,14 +584,10 @@ class Tensor(
             # the common `x + 1`: a Python scalar needs no operand tensors, only its constant broadcast to our shape
             dt = _scalar_result_type(self.dtype, tx)
             a_uop = self.uop if dt is self.dtype else self.uop.cast(dt)
-            b_uop = UOp.const(dt, x)
-            if shape := self.uop.shape:
-                b_uop = UOp(Ops.RESHAPE, dt, (b_uop,), (1,) * len(shape))
-                if b_uop.arg != shape:
-                    b_uop = UOp(Ops.EXPAND, dt, (b_uop,), shape)
+            b_uop = _broadcast_scalar(dt, tx, x, a_uop.shape)
             if reverse:
                 a_uop, b_uop = b_uop, a_uop
-            return Tensor(a_uop.alu(op, b_uop), device=self.device)
+            return Tensor._from_uop(a_uop.alu(op, b_uop), self.device)
         a, b = self._operands(name, x, dtype=dtype)
         if reverse:
             a, b = b, a

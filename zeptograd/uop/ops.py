@@ -368,7 +368,8 @@ class UOp(MathMixin):
             if not isinstance(src, (list, tuple)):
                 raise TypeError(f"UOp({op!r}): src must be a tuple of UOps, got {type(src).__name__}")
             src = tuple(src)
-        key = (op, dtype, tuple(map(id, src)), _arg_key(arg))
+        # id(op): an Enum member hashes by a Python-level __hash__ (hash of its name), 0.2 us per node built
+        key = (id(op), dtype, tuple(map(id, src)), _arg_key(arg))
         try:
             ref = _interned.get(key)
         except TypeError:
