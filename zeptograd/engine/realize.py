@@ -55,6 +55,32 @@ def compiled(device: str, ast: UOp) -> tuple[ProgramSpec, Any]:
     return _programs[key]
 
 
+def compile_schedule(items: Iterable[ScheduleItem]) -> None:
+    """Compile the kernels of `items` that are not compiled yet, on each device all at once where the device can
+    (the CPU compiles them as one file: one gcc run instead of one a kernel)."""
+    todo: dict[tuple, tuple[str, UOp]] = {}
+    flags = (NOOPT.value, BEAM.value, THREADS.value)
+    for item in items:
+        if item.ast is not None:
+            device = item.bufs[0].arg[1]
+            key = (device, item.ast, *flags)
+            if key not in _programs:
+                todo[key] = (device, item.ast)
+    if len(todo) < 2:
+        return  # one kernel: compiled() does it when it runs
+    for device in dict.fromkeys(d for d, _ in todo.values()):
+        dev = Device[device]
+        keys = [k for k, (d, _) in todo.items() if d == device]
+        programs = [get_program(todo[k][1], dev.renderer) for k in keys]
+        runners = dev.runners(programs) if hasattr(dev, "runners") else [dev.runner(p) for p in programs]
+        for key, program, run in zip(keys, programs, runners):
+            if DEBUG >= 4:
+                print(program.src)
+            if DEBUG >= 5:
+                print(render_listing(program.uops))
+            _programs[key] = (program, run)
+
+
 def run_schedule(items: Iterable[ScheduleItem]) -> None:
     """Run each item in order: kernels on the device of their output buffer, copies between devices."""
     debug = DEBUG.value
@@ -267,6 +293,7 @@ def schedule(
         return _replay(recipe, nodes, leaves)
     schedule_cache_stats["misses"] += 1
     items, views = create_schedule(roots, devices)
+    compile_schedule(items)
     if len(_schedules) >= SCHEDULE_CACHE_SIZE:
         _schedules.clear()
     _schedules[key] = _record(items, views, nodes, leaves)
