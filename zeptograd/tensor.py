@@ -10,7 +10,6 @@ Names, signatures and dtype rules follow tinygrad's public Tensor API (which is 
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -125,10 +124,14 @@ def _broadcast_scalar(dt: DType, scalar_type: type, x: Any, shape: tuple[int, ..
     return ret
 
 
-@functools.cache
+_scalar_result_types: dict[tuple[DType, type], DType] = {}
+
+
 def _scalar_result_type(dt: DType, scalar_type: type) -> DType:
     """_promote([tensor of dt, Python scalar of scalar_type]): a weak scalar counts by its kind only."""
-    return result_type(dt, scalar_type(1))
+    if (ret := _scalar_result_types.get((dt, scalar_type))) is None:
+        ret = _scalar_result_types[(dt, scalar_type)] = result_type(dt, scalar_type(1))
+    return ret
 
 
 class _TensorType(type):

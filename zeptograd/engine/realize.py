@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from zeptograd.codegen import ProgramSpec, get_program
-from zeptograd.engine.memory import plan_memory
 from zeptograd.dtype import dtypes
+from zeptograd.engine.memory import plan_memory
 from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.device import Device
@@ -113,7 +113,8 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
 def _live_tensors() -> list[Any]:
     """The live tensors, as a list: from the WeakSet's own set of references (its iterator is a Python generator
     with a guard, several times slower), copied first so that a tensor dying meanwhile changes nothing."""
-    return [t for r in list(live_tensors.data) if (t := r()) is not None]
+    refs: set[weakref.ref[Any]] = live_tensors.data  # type: ignore[attr-defined]
+    return [t for r in list(refs) if (t := r()) is not None]
 
 
 def _read_from(root: UOp, b: UOp, old: UOp, store: UOp, cache: dict[UOp, UOp]) -> UOp:
@@ -214,10 +215,10 @@ schedule_cache_stats = {"hits": 0, "misses": 0}
 
 
 def _structure(roots: list[UOp]) -> tuple[tuple, list[UOp], list[UOp], bool]:
-    """The structure key of the graph of `roots` (each node as id(op) (an Enum hashes in Python), dtype, arg and the positions of its sources; a
-    BUFFER as its device, size and dtype only; then the roots' positions), its nodes in toposort order, its BUFFER
-    leaves, and whether it assigns (has a STORE). Two distinct buffers are two nodes and one buffer read twice is
-    one, so the key tells aliasing apart."""
+    """The structure key of the graph of `roots` (each node as id(op) (an Enum hashes in Python), dtype, arg and the
+    positions of its sources; a BUFFER as its device, size and dtype only; then the roots' positions), its nodes in
+    toposort order, its BUFFER leaves, and whether it assigns (has a STORE). Two distinct buffers are two nodes and
+    one buffer read twice is one, so the key tells aliasing apart."""
     BUFFER, STORE = Ops.BUFFER, Ops.STORE  # locals: on Python 3.11 `Ops.X` costs 0.3 us (EnumType.__getattr__)
     position: dict[UOp, int] = {}
     nodes: list[UOp] = []

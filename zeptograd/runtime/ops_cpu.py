@@ -49,8 +49,9 @@ class CCompiler:
     """Compiles C kernels to shared libraries, once per distinct (source, compiler, flags).
 
     A kernel compiled with others has its function exported as `zg_<key>`, its key a hash of source, compiler and
-    flags, so kernels with the same name in their source can share a library (alone, it keeps its name). A library's kernels are found on disk by key:
-    `kernel_<key>.so` is the library (or a link to the library of the batch it was compiled in)."""
+    flags, so kernels with the same name in their source can share a library (alone, it keeps its name). Kernels
+    are found on disk by key: `kernel_<key>.so` is the library (or a link to the library of the batch it was
+    compiled in)."""
 
     def __init__(self) -> None:
         self.cc = os.environ.get("CC", "cc")
@@ -102,7 +103,9 @@ class CCompiler:
             parts = [kernels[0][1]]  # alone, a kernel keeps its own name
         else:
             # each kernel's function gets the name zg_<key> (a macro around its source); typedefs may repeat in C11
-            parts = [f"#define {_function_name(src)} zg_{key}\n{src}\n#undef {_function_name(src)}\n" for key, src in kernels]
+            parts = [
+                f"#define {_function_name(src)} zg_{key}\n{src}\n#undef {_function_name(src)}\n" for key, src in kernels
+            ]
         name = keys[0] if len(keys) == 1 else "batch_" + hashlib.sha256("".join(keys).encode()).hexdigest()[:32]
         path = directory / f"kernel_{name}.so"
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
@@ -189,7 +192,7 @@ def _runner(program: ProgramSpec, fn: Any) -> Callable[[Sequence[Buffer]], None]
         # ctypes lets go of the GIL during the call: the other cores run their chunks while this one runs
         # chunk 0
         args = [b.address for b in bufs]
-        others = [_pool(threads - 1).submit(fn, *args, core) for core in range(1, threads)]
+        others = [_pool(threads - 1).submit(fn, *[*args, core]) for core in range(1, threads)]
         fn(*args, 0)
         for f in others:
             f.result()

@@ -22,7 +22,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from enum import Enum, auto
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, TypeAlias
 
 from zeptograd.dtype import ConstType, DType, dtypes, truncate
 from zeptograd.helpers import SPEC
