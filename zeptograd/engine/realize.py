@@ -232,11 +232,12 @@ def _structure(roots: list[UOp]) -> tuple[tuple, list[UOp], list[UOp], bool]:
             if u in position:
                 stack.pop()
                 continue
-            todo = [s for s in u.src if s not in position]
-            if todo:
-                todo.reverse()  # src[0] is walked first
-                stack.extend(todo)
-                continue
+            if u.src:  # (a leaf needs no list)
+                todo = [s for s in u.src if s not in position]
+                if todo:
+                    todo.reverse()  # src[0] is walked first
+                    stack.extend(todo)
+                    continue
             stack.pop()
             position[u] = len(nodes)
             nodes.append(u)
