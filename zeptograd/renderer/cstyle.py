@@ -36,12 +36,23 @@ C_TYPES: dict[DType, str] = {
     dtypes.float64: "double",
 }
 
-# no <math.h>: parsing it is a sixth of gcc's time on a small kernel. The math functions are gcc/clang builtins
-# (a call to libm's function where they are not inlined), and INFINITY and NAN are what math.h defines them as
-PRELUDE = """#include <stdbool.h>
-#include <stdint.h>
+# no headers: parsing <math.h> is a sixth of gcc's time on a small kernel, <stdint.h> and <stdbool.h> another
+# tenth. The math functions are gcc/clang builtins (a call to libm's function where they are not inlined);
+# INFINITY and NAN are what math.h defines them as; the integer types are the compiler's own (what stdint.h uses)
+PRELUDE = """#ifndef ZG_PRELUDE
+#define ZG_PRELUDE
+typedef __INT8_TYPE__ int8_t;
+typedef __INT16_TYPE__ int16_t;
+typedef __INT32_TYPE__ int32_t;
+typedef __INT64_TYPE__ int64_t;
+typedef __UINT8_TYPE__ uint8_t;
+typedef __UINT16_TYPE__ uint16_t;
+typedef __UINT32_TYPE__ uint32_t;
+typedef __UINT64_TYPE__ uint64_t;
+#define bool _Bool
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
+#endif
 """
 
 # floor division and modulo for operands of either sign (C's / and % truncate toward zero)
