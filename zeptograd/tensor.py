@@ -10,6 +10,7 @@ Names, signatures and dtype rules follow tinygrad's public Tensor API (which is 
 from __future__ import annotations
 
 import contextlib
+import math
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -180,6 +181,35 @@ def _overlapping(mops: tuple[_Mop, ...], shape: tuple[int, ...]) -> bool:
             pos = np.broadcast_to(pos, arg)
     real = pos[pos >= 0]
     return np.unique(real).size != real.size
+
+
+_broadcast_scalars: dict[tuple, UOp] = {}
+
+
+def _broadcast_scalar(dt: DType, scalar_type: type, x: Any, shape: tuple[int, ...]) -> UOp:
+    """The constant `x` of `dt` broadcast to `shape` (RESHAPE to ones, then EXPAND), remembered: a loop adds the
+    same scalar to tensors of the same shape at every step."""
+    key = (dt, scalar_type, x, math.copysign(1.0, x) if scalar_type is float else 0, shape)
+    if (ret := _broadcast_scalars.get(key)) is None:
+        ret = UOp.const(dt, x)
+        if shape:
+            ret = UOp(Ops.RESHAPE, dt, (ret,), (1,) * len(shape))
+            if ret.arg != shape:
+                ret = UOp(Ops.EXPAND, dt, (ret,), shape)
+        if len(_broadcast_scalars) >= 1024:
+            _broadcast_scalars.clear()
+        _broadcast_scalars[key] = ret
+    return ret
+
+
+_scalar_result_types: dict[tuple[DType, type], DType] = {}
+
+
+def _scalar_result_type(dt: DType, scalar_type: type) -> DType:
+    """_promote([tensor of dt, Python scalar of scalar_type]): a weak scalar counts by its kind only."""
+    if (ret := _scalar_result_types.get((dt, scalar_type))) is None:
+        ret = _scalar_result_types[(dt, scalar_type)] = result_type(dt, scalar_type(1))
+    return ret
 
 
 class _TensorType(type):
@@ -353,8 +383,18 @@ class Tensor(
     def __float__(self) -> float:
         return float(self._scalar("float"))
 
+    @staticmethod
+    def _from_uop(uop: UOp, device: str) -> Tensor:
+        """A tensor of graph `uop` on canonical `device`: what `Tensor(uop, device=device)` makes, without the
+        checks (the hot path of every op)."""
+        t = object.__new__(Tensor)
+        t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
+        t._base, t._mops, t._views = None, (), None
+        live_tensors.add(t)
+        return t
+
     def _new(self, uop: UOp) -> Tensor:
-        out = Tensor(uop, device=self.device)
+        out = Tensor._from_uop(uop, self.device)
         mops = _movement_chain(uop, self.uop)
         if mops:
             base = self if self._base is None else self._base
@@ -701,6 +741,15 @@ class Tensor(
         return [t._broadcast_to(shape) for t in tensors]
 
     def _binary(self, op: Ops, x: Any, name: str, reverse: bool = False, dtype: DType | None = None) -> Tensor:
+        tx = type(x)
+        if dtype is None and (tx is float or tx is int or tx is bool):
+            # the common `x + 1`: a Python scalar needs no operand tensors, only its constant broadcast to our shape
+            dt = _scalar_result_type(self.dtype, tx)
+            a_uop = self.uop if dt is self.dtype else self.uop.cast(dt)
+            b_uop = _broadcast_scalar(dt, tx, x, a_uop.shape)
+            if reverse:
+                a_uop, b_uop = b_uop, a_uop
+            return Tensor._from_uop(a_uop.alu(op, b_uop), self.device)
         a, b = self._operands(name, x, dtype=dtype)
         if reverse:
             a, b = b, a

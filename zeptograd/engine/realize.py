@@ -20,13 +20,15 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from zeptograd.codegen import ProgramSpec, get_program
+from zeptograd.dtype import dtypes
 from zeptograd.engine.memory import plan_memory
-from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, THREADS, GlobalCounters
+from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.device import Device
-from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer, view_of
+from zeptograd.uop.ops import Ops, UOp, _arg_key
 from zeptograd.uop.render import render_listing
+from zeptograd.uop.spec import tensor_spec, verify
 
 
 class Lazy(Protocol):
@@ -53,8 +55,35 @@ def compiled(device: str, ast: UOp) -> tuple[ProgramSpec, Any]:
     return _programs[key]
 
 
+def compile_schedule(items: Iterable[ScheduleItem]) -> None:
+    """Compile the kernels of `items` that are not compiled yet, on each device all at once where the device can
+    (the CPU compiles them as one file: one gcc run instead of one a kernel)."""
+    todo: dict[tuple, tuple[str, UOp]] = {}
+    flags = (NOOPT.value, BEAM.value, THREADS.value)
+    for item in items:
+        if item.ast is not None:
+            device = item.bufs[0].arg[1]
+            key = (device, item.ast, *flags)
+            if key not in _programs:
+                todo[key] = (device, item.ast)
+    if len(todo) < 2:
+        return  # one kernel: compiled() does it when it runs
+    for device in dict.fromkeys(d for d, _ in todo.values()):
+        dev = Device[device]
+        keys = [k for k, (d, _) in todo.items() if d == device]
+        programs = [get_program(todo[k][1], dev.renderer) for k in keys]
+        runners = dev.runners(programs) if hasattr(dev, "runners") else [dev.runner(p) for p in programs]
+        for key, program, run in zip(keys, programs, runners):
+            if DEBUG >= 4:
+                print(program.src)
+            if DEBUG >= 5:
+                print(render_listing(program.uops))
+            _programs[key] = (program, run)
+
+
 def run_schedule(items: Iterable[ScheduleItem]) -> None:
     """Run each item in order: kernels on the device of their output buffer, copies between devices."""
+    debug = DEBUG.value
     for item in items:
         bufs = [buffer_for(b) for b in item.bufs]
         if item.ast is None:
@@ -71,7 +100,7 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
         GlobalCounters.global_ops += program.flops
         GlobalCounters.global_mem += program.mem_bytes
         GlobalCounters.time_sum_s += elapsed
-        if DEBUG >= 2:
+        if debug >= 2:
             gflops = program.flops / elapsed * 1e-9 if elapsed else 0.0
             gbs = program.mem_bytes / elapsed * 1e-9 if elapsed else 0.0
             size = "x".join(map(str, program.global_size)) or "1"
@@ -79,6 +108,13 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
                 f"*** {device:<6} {GlobalCounters.kernel_count:4d} {program.name:<28} global {size:<14} "
                 f"{elapsed * 1e6:9.1f} us {gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s"
             )
+
+
+def _live_tensors() -> list[Any]:
+    """The live tensors, as a list: from the WeakSet's own set of references (its iterator is a Python generator
+    with a guard, several times slower), copied first so that a tensor dying meanwhile changes nothing."""
+    refs: set[weakref.ref[Any]] = live_tensors.data  # type: ignore[attr-defined]
+    return [t for r in list(refs) if (t := r()) is not None]
 
 
 def _read_from(root: UOp, b: UOp, old: UOp, store: UOp, cache: dict[UOp, UOp]) -> UOp:
@@ -92,11 +128,14 @@ def _read_from(root: UOp, b: UOp, old: UOp, store: UOp, cache: dict[UOp, UOp]) -
     return cache.get(root, root)
 
 
-def _snapshot_stale_reads(pending: list[Any]) -> None:
+def _snapshot_stale_reads(pending: list[Any]) -> bool:
+    """Copy aside the old contents of each buffer that `pending` assigns while a live tensor still reads them, and
+    point those reads at the copy. Returns whether any tensor was changed."""
     roots = UOp(Ops.SINK, src=tuple(t.uop for t in pending))
     stores = [u for u in roots.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.BUFFER]
     if not stores:
-        return
+        return False
+    changed = False
     # the buffers each live tensor's graph mentions at all: only those that mention b can read it
     mentions: dict[UOp, set[UOp]] = {}
     for t in live_tensors:
@@ -114,6 +153,8 @@ def _snapshot_stale_reads(pending: list[Any]) -> None:
         for t in readers:
             t.uop = _read_from(t.uop, b, old, store, cache)
             mentions[t.uop] = {u for u in t.uop.toposort() if u.op is Ops.BUFFER}
+            changed = True
+    return changed
 
 
 def _reads(root: UOp, b: UOp, before: set[UOp]) -> bool:
@@ -147,15 +188,132 @@ def _intermediates(roots: list[UOp], items: list[ScheduleItem], views: dict[UOp,
     return made - kept
 
 
+# *** the schedule cache ***
+#
+# A training or inference loop realizes the same graph on other buffers at every step. The schedule (which nodes
+# become kernels, their ASTs, the fresh buffers they write) depends only on the graph's structure: its nodes with
+# the BUFFER leaves abstracted to their device, size and dtype, and which leaves are the same buffer. So the first
+# realize of a structure runs create_schedule, and every later one rebuilds its items from the cached recipe with
+# the new leaves and fresh buffers in their places.
+
+
+class _Recipe:
+    """A schedule with its buffers replaced by references: i < len(leaves) is the i-th BUFFER leaf of the graph
+    (in toposort order), the rest are fresh buffers (`new`: device, size, dtype each)."""
+
+    __slots__ = ("new", "items", "views")
+
+    def __init__(self, new: tuple, items: tuple, views: tuple) -> None:
+        self.new = new  # ((device, size, dtype), ...)
+        self.items = items  # ((ast or None, (ref, ...)), ...)
+        self.views = views  # ((position of the realized node in the toposort, ref, shape), ...)
+
+
+_schedules: dict[tuple, _Recipe] = {}
+SCHEDULE_CACHE_SIZE = 1024
+schedule_cache_stats = {"hits": 0, "misses": 0}
+
+
+def _structure(roots: list[UOp]) -> tuple[tuple, list[UOp], list[UOp], bool]:
+    """The structure key of the graph of `roots` (each node as id(op) (an Enum hashes in Python), dtype, arg and the
+    positions of its sources; a BUFFER as its device, size and dtype only; then the roots' positions), its nodes in
+    toposort order, its BUFFER leaves, and whether it assigns (has a STORE). Two distinct buffers are two nodes and
+    one buffer read twice is one, so the key tells aliasing apart."""
+    BUFFER, STORE = Ops.BUFFER, Ops.STORE  # locals: on Python 3.11 `Ops.X` costs 0.3 us (EnumType.__getattr__)
+    position: dict[UOp, int] = {}
+    nodes: list[UOp] = []
+    parts: list[tuple] = []
+    leaves: list[UOp] = []
+    assigns = False
+    for root in roots:
+        stack = [root]
+        while stack:
+            u = stack[-1]
+            if u in position:
+                stack.pop()
+                continue
+            if u.src:  # (a leaf needs no list)
+                todo = [s for s in u.src if s not in position]
+                if todo:
+                    todo.reverse()  # src[0] is walked first
+                    stack.extend(todo)
+                    continue
+            stack.pop()
+            position[u] = len(nodes)
+            nodes.append(u)
+            op = u.op
+            if op is BUFFER:
+                parts.append((id(op), u.dtype, u.arg[1], u.arg[2]))
+                leaves.append(u)
+                continue
+            if op is STORE:
+                assigns = True
+            # the arg as hash-consing sees it: 1, 1.0 and True (and 0.0 and -0.0) are different constants
+            parts.append((id(op), u.dtype, _arg_key(u.arg), tuple([position[s] for s in u.src])))
+    parts.append(tuple([position[r] for r in roots]))
+    return tuple(parts), nodes, leaves, assigns
+
+
+def _record(items: list[ScheduleItem], views: dict[UOp, UOp], nodes: list[UOp], leaves: list[UOp]) -> _Recipe:
+    refs = {b: i for i, b in enumerate(leaves)}
+    new: list[tuple[str, int, Any]] = []
+
+    def ref(b: UOp) -> int:
+        if b not in refs:
+            refs[b] = len(leaves) + len(new)
+            new.append((b.arg[1], b.arg[2], b.dtype))
+        return refs[b]
+
+    recipe_items = tuple((item.ast, tuple(ref(b) for b in item.bufs)) for item in items)
+    position = {u: i for i, u in enumerate(nodes)}
+    recipe_views = []
+    for u, v in views.items():
+        b = buffer_of(v)
+        assert b is not None, "a realized node's view is a view of its buffer"
+        recipe_views.append((position[u], ref(b), v.shape))
+    return _Recipe(tuple(new), recipe_items, tuple(recipe_views))
+
+
+def _replay(recipe: _Recipe, nodes: list[UOp], leaves: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+    bufs = leaves + [new_buffer(device, size, dtype) for device, size, dtype in recipe.new]
+    items = [ScheduleItem(ast, tuple([bufs[r] for r in refs])) for ast, refs in recipe.items]
+    views = {nodes[p]: view_of(bufs[r], shape) for p, r, shape in recipe.views}
+    return items, views
+
+
+def schedule(
+    roots: list[UOp], devices: list[str], structure: tuple[tuple, list[UOp], list[UOp], bool] | None = None
+) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+    """create_schedule(roots, devices), from the schedule cache when a graph of the same structure was scheduled
+    before (`structure`: `_structure(roots)` if the caller has it)."""
+    parts, nodes, leaves, _ = structure or _structure(roots)
+    key = (parts, tuple(devices), STORE_COST.value)
+    if (recipe := _schedules.get(key)) is not None:
+        schedule_cache_stats["hits"] += 1
+        if SPEC.value:
+            verify(UOp(Ops.SINK, dtypes.void, tuple(roots)), tensor_spec, "tensor graph")
+        return _replay(recipe, nodes, leaves)
+    schedule_cache_stats["misses"] += 1
+    items, views = create_schedule(roots, devices)
+    compile_schedule(items)
+    if len(_schedules) >= SCHEDULE_CACHE_SIZE:
+        _schedules.clear()
+    _schedules[key] = _record(items, views, nodes, leaves)
+    return items, views
+
+
 def realize(tensors: Iterable[Lazy]) -> None:
     """Compute every tensor of `tensors` that is not a buffer yet, in one schedule."""
     pending = [t for t in tensors if buffer_of(t.uop) is None]
     if not pending:
         return
-    _snapshot_stale_reads(pending)
     roots = list(dict.fromkeys(t.uop for t in pending))
+    structure = _structure(roots)
+    if structure[3] and _snapshot_stale_reads(pending):
+        roots = list(dict.fromkeys(t.uop for t in pending))
+        structure = _structure(roots)
     device_of = {t.uop: t.device for t in pending}
-    items, views = create_schedule(roots, [device_of[r] for r in roots])
+    items, views = schedule(roots, [device_of[r] for r in roots], structure)
     # two intermediates can share only if one dies before the other is written: that takes 3 items at least
     if len(items) >= 3 and not NO_MEMORY_PLANNER:
         saved = plan_memory(items, _intermediates(roots, items, views))
@@ -163,6 +321,9 @@ def realize(tensors: Iterable[Lazy]) -> None:
             print(f"*** memory planner: intermediates share memory, {saved / (1 << 20):.2f} MiB saved")
     run_schedule(items)
     cache: dict[UOp, UOp] = {}
-    for t in list(live_tensors):
-        if buffer_of(t.uop) is None:
-            t.uop = t.uop.substitute(views, cache)
+    for t in _live_tensors():
+        u = t.uop
+        if (v := views.get(u)) is not None:
+            t.uop = v  # the common case, a realized root: no walk
+        elif buffer_of(u) is None:
+            t.uop = u.substitute(views, cache)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import weakref
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,21 +40,28 @@ class _Pool:
     that would go over the limit is dropped: numpy frees it)."""
 
     def __init__(self, limit: int = POOL_LIMIT) -> None:
-        self.free: dict[tuple[str, int], list[np.ndarray]] = defaultdict(list)
+        # each kept allocation with its address (numpy's .ctypes.data costs a microsecond)
+        self.free: dict[tuple[str, int], list[tuple[np.ndarray, int]]] = defaultdict(list)
         self.held = 0
         self.limit = limit
 
     def take(self, device: str, nbytes: int) -> np.ndarray:
         """A freed allocation of exactly `nbytes` on `device` if one is kept, else a fresh one."""
+        return self.take_addressed(device, nbytes)[0]
+
+    def take_addressed(self, device: str, nbytes: int) -> tuple[np.ndarray, int]:
+        """`take`, and the allocation's address."""
         if kept := self.free.get((device, nbytes)):
             self.held -= nbytes
             return kept.pop()
-        return aligned_empty(nbytes)
+        raw = aligned_empty(nbytes)
+        return raw, raw.ctypes.data
 
-    def give(self, device: str, raw: np.ndarray, nbytes: int) -> None:
-        """Keep `raw` (an allocation of `nbytes` on `device` that nothing uses any more) for the next `take`."""
+    def give(self, device: str, raw: np.ndarray, nbytes: int, address: int | None = None) -> None:
+        """Keep `raw` (an allocation of `nbytes` on `device` that nothing uses any more; at `address`, if the
+        caller knows it) for the next `take`."""
         if self.held + nbytes <= self.limit:
-            self.free[(device, nbytes)].append(raw)
+            self.free[(device, nbytes)].append((raw, raw.ctypes.data if address is None else address))
             self.held += nbytes
 
     def clear(self) -> None:
@@ -65,13 +73,17 @@ class _Pool:
 pool = _Pool()
 
 
+_np_dtypes: dict[DType, np.dtype] = {}
+
+
 def np_dtype(dt: DType) -> np.dtype:
     """The numpy dtype that stores `dt` (for bfloat16 and fp8: the unsigned int that holds their bits)."""
-    if (fmt := NARROW_FLOATS.get(dt)) is not None:
-        dt = fmt.storage
-    if dt.fmt is None:
-        raise TypeError(f"{dt!r} has no numpy equivalent and cannot be stored on this device yet")
-    return np.dtype(dt.fmt)
+    if (ret := _np_dtypes.get(dt)) is None:
+        stored = fmt.storage if (fmt := NARROW_FLOATS.get(dt)) is not None else dt
+        if stored.fmt is None:
+            raise TypeError(f"{dt!r} has no numpy equivalent and cannot be stored on this device yet")
+        ret = _np_dtypes[dt] = np.dtype(stored.fmt)
+    return ret
 
 
 class Buffer:
@@ -108,12 +120,15 @@ class Buffer:
         if self._array is None:
             if self.base is not None:
                 raw = self.base.as_bytes()[self.offset : self.offset + self.nbytes]
+                address = raw.ctypes.data
             else:
-                raw = self._raw = pool.take(self.device, self.nbytes)
+                raw, address = pool.take_addressed(self.device, self.nbytes)
+                self._raw = raw
                 GlobalCounters.mem_used += self.nbytes
-                GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
+                if GlobalCounters.mem_used > GlobalCounters.mem_peak:
+                    GlobalCounters.mem_peak = GlobalCounters.mem_used
             self._array = raw[: self.nbytes].view(np_dtype(self.dtype))
-            self.address = raw.ctypes.data
+            self.address = address
         return self._array
 
     def copyin(self, data: np.ndarray) -> Buffer:
@@ -127,23 +142,34 @@ class Buffer:
     def __del__(self) -> None:
         if self._raw is not None:
             GlobalCounters.mem_used -= self.nbytes
-            pool.give(self.device, self._raw, self.nbytes)
+            pool.give(self.device, self._raw, self.nbytes, self.address)
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.size} {self.dtype!r}>"
 
 
-# by id: UOps compare with == by building a CMPEQ, so they cannot be WeakKeyDictionary keys; the finalizer
-# drops the entry when the node dies, before its id can be reused
-_buffers: dict[int, Buffer] = {}
+# by id: UOps compare with == by building a CMPEQ, so they cannot be WeakKeyDictionary keys. Each entry holds a weak
+# reference to its node whose callback drops the entry when the node dies, before its id can be reused (a weakref
+# callback costs a tenth of a weakref.finalize, and a buffer is made at every realize)
+_buffers: dict[int, tuple[Buffer, weakref.ref]] = {}
+
+
+def _dropper(key: int) -> Callable[[weakref.ref], None]:
+    def drop(ref: weakref.ref) -> None:
+        entry = _buffers.get(key)
+        if entry is not None and entry[1] is ref:
+            del _buffers[key]
+
+    return drop
 
 
 def buffer_for(u: UOp) -> Buffer:
     """The Buffer of a BUFFER node (made on first use; it lives as long as the node)."""
+    if (entry := _buffers.get(id(u))) is not None and entry[1]() is u:
+        return entry[0]
     if u.op is not Ops.BUFFER:
         raise ValueError(f"buffer_for takes a BUFFER node, got {u.op.name}")
-    if (buf := _buffers.get(id(u))) is None:
-        _, device, size = u.arg
-        buf = _buffers[id(u)] = Buffer(device, size, u.dtype)
-        weakref.finalize(u, _buffers.pop, id(u), None)
+    _, device, size = u.arg
+    buf = Buffer(device, size, u.dtype)
+    _buffers[id(u)] = (buf, weakref.ref(u, _dropper(id(u))))
     return buf

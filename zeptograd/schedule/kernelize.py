@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import SPEC, STORE_COST
@@ -35,25 +35,31 @@ _buffer_ids = itertools.count()
 
 def new_buffer(device: str, size: int, dtype) -> UOp:
     """A fresh BUFFER node: `arg` is (unique id, device, number of elements)."""
-    return UOp(Ops.BUFFER, dtype, (), (next(_buffer_ids), device, size))
+    return UOp(_BUFFER, dtype, (), (next(_buffer_ids), device, size))
+
+
+# module constants for the hot paths: on Python 3.11 `Ops.X` goes through EnumType.__getattr__ (0.3 us a lookup)
+_RESHAPE, _BUFFER = Ops.RESHAPE, Ops.BUFFER
 
 
 def buffer_of(u: UOp) -> UOp | None:
     """The BUFFER that `u` is a plain view of (the buffer itself, or reshapes of it), else None."""
-    while u.op is Ops.RESHAPE:
+    while u.op is _RESHAPE:
         u = u.src[0]
-    return u if u.op is Ops.BUFFER else None
+    return u if u.op is _BUFFER else None
 
 
 def view_of(buf: UOp, shape: tuple[int, ...]) -> UOp:
     """`buf` seen in `shape`."""
-    return buf if buf.shape == shape else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
+    if buf.op is _BUFFER and len(shape) == 1 and shape[0] == buf.arg[2]:
+        return buf  # a buffer's own shape is (size,): no shape computation
+    return buf if buf.shape == shape else UOp(_RESHAPE, buf.dtype, (buf,), shape)
 
 
-@dataclass(frozen=True)
-class ScheduleItem:
+class ScheduleItem(NamedTuple):
     """One step of a schedule: a kernel (`ast`, its buffers with the output first) or a copy (`ast` None,
-    buffers (destination, source))."""
+    buffers (destination, source)). A NamedTuple: a cached schedule rebuilds its items at every realize, and a
+    frozen dataclass costs several times more to make."""
 
     ast: UOp | None
     bufs: tuple[UOp, ...]

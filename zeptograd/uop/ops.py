@@ -16,12 +16,13 @@ assignment (`STORE(target, value)`, dtype of the target); see shared/DESIGN.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from enum import Enum, auto
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, TypeAlias
 
 from zeptograd.dtype import ConstType, DType, dtypes, truncate
 from zeptograd.helpers import SPEC
@@ -320,6 +321,29 @@ def _arg_key(arg: Any) -> Any:
     return arg
 
 
+# hash-consing: (op, dtype, ids of the sources, arg key) -> a weak reference to the live node. A plain dict of weak
+# references (not a WeakValueDictionary, whose get and set cost a few times more): building nodes is the hot path
+# of every tensor op
+_interned: dict[tuple, weakref.ref] = {}
+
+
+@functools.cache
+def _compute_shape() -> Callable[[UOp], tuple[int, ...]]:
+    # uop/shape.py imports this module: import it on first use, once (an import statement costs on every call)
+    from zeptograd.uop.shape import compute_shape
+
+    return compute_shape
+
+
+def _forgetter(key: tuple) -> Callable[[weakref.ref], None]:
+    def forget(ref: weakref.ref) -> None:
+        # the entry may already hold a newer node built with the same key after this one died
+        if _interned.get(key) is ref:
+            del _interned[key]
+
+    return forget
+
+
 class UOp(MathMixin):
     """One node of the IR. Build nodes with `UOp(op, dtype, src, arg)` or the helpers below.
 
@@ -329,7 +353,6 @@ class UOp(MathMixin):
     """
 
     __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_okey", "_shape", "__weakref__")
-    _interned: ClassVar[weakref.WeakValueDictionary[tuple, UOp]] = weakref.WeakValueDictionary()
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
@@ -341,37 +364,40 @@ class UOp(MathMixin):
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         if type(op) is not Ops:
             raise TypeError(f"unknown op {op!r}: a UOp's op must be a member of Ops")
-        if not isinstance(dtype, DType):
-            raise TypeError(f"UOp({op!r}): dtype must be a DType, got {type(dtype).__name__}: {dtype!r}")
         if type(src) is not tuple:
             if not isinstance(src, (list, tuple)):
                 raise TypeError(f"UOp({op!r}): src must be a tuple of UOps, got {type(src).__name__}")
             src = tuple(src)
+        # id(op): an Enum member hashes by a Python-level __hash__ (hash of its name), 0.2 us per node built
+        key = (id(op), dtype, tuple(map(id, src)), _arg_key(arg))
+        try:
+            ref = _interned.get(key)
+        except TypeError:
+            raise TypeError(f"UOp({op!r}): arg must be hashable, got {type(arg).__name__}: {arg!r}") from None
+        # a hit needs no checks: the key holds the ids of live sources, so it was checked when it was built
+        if ref is not None and (ret := ref()) is not None:
+            return ret
+        if not isinstance(dtype, DType):
+            raise TypeError(f"UOp({op!r}): dtype must be a DType, got {type(dtype).__name__}: {dtype!r}")
         for i, s in enumerate(src):
             if type(s) is not UOp:
                 raise TypeError(f"UOp({op!r}): src[{i}] must be a UOp, got {type(s).__name__}: {s!r}")
         if (arity := ARITY.get(op)) is not None and len(src) != arity:
             raise ValueError(f"UOp({op!r}) takes {arity} source(s), got {len(src)}")
-        key = (op, dtype, tuple(map(id, src)), _arg_key(arg))
-        try:
-            ret = UOp._interned.get(key)
-        except TypeError:
-            raise TypeError(f"UOp({op!r}): arg must be hashable, got {type(arg).__name__}: {arg!r}") from None
-        if ret is None:
-            ret = object.__new__(cls)
-            setter = object.__setattr__
-            setter(ret, "op", op)
-            setter(ret, "dtype", dtype)
-            setter(ret, "src", src)
-            setter(ret, "arg", arg)
-            setter(ret, "_vrange", None)
-            setter(ret, "_okey", None)
-            setter(ret, "_shape", None)
-            if SPEC.value:
-                from zeptograd.uop.spec import check_on_build
+        ret = object.__new__(cls)
+        setter = object.__setattr__
+        setter(ret, "op", op)
+        setter(ret, "dtype", dtype)
+        setter(ret, "src", src)
+        setter(ret, "arg", arg)
+        setter(ret, "_vrange", None)
+        setter(ret, "_okey", None)
+        setter(ret, "_shape", None)
+        if SPEC.value:
+            from zeptograd.uop.spec import check_on_build
 
-                check_on_build(ret)
-            UOp._interned[key] = ret
+            check_on_build(ret)
+        _interned[key] = weakref.ref(ret, _forgetter(key))
         return ret
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -603,10 +629,12 @@ class UOp(MathMixin):
         ((6,), (2, 3))
         """
         if self._shape is None:
-            from zeptograd.uop.shape import compute_shape
-
-            for node in self.toposort(gate=lambda n: n._shape is None):
-                object.__setattr__(node, "_shape", compute_shape(node))
+            compute_shape = _compute_shape()
+            if all(s._shape is not None for s in self.src):
+                object.__setattr__(self, "_shape", compute_shape(self))  # the common case: no walk needed
+            else:
+                for node in self.toposort(gate=lambda n: n._shape is None):
+                    object.__setattr__(node, "_shape", compute_shape(node))
         assert self._shape is not None
         return self._shape
 
