@@ -342,8 +342,30 @@ def test_assign_shape_mismatch(device: str):
         t.assign(Tensor.ones(2, 2, device=device)).realize()  # same size, different shape
     assert _shape_in(str(e.value), (4,)) and _shape_in(str(e.value), (2, 2)), str(e.value)
     with pytest.raises((ValueError, RuntimeError)):
-        t.assign(Tensor.ones(1, device=device)).realize()  # assign does not broadcast
+        t.assign(Tensor.ones(2, 4, device=device)).realize()  # the target does not broadcast to the value
     eq(t, [1, 2, 3, 4])  # a failed assign leaves the target as it was
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_assign_broadcasts_the_value_and_casts_python_data(device: str):
+    # tinygrad and torch's copy_ broadcast the value to the target; Python data takes the target's dtype
+    torch = pytest.importorskip("torch")
+    t = Tensor.zeros(2, 3, device=device).contiguous().realize()
+    want = np.zeros((2, 3), np.float32)
+    t.assign(Tensor([1.0, 2.0, 3.0], device=device))
+    want[...] = [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(t.numpy(), want)
+    t.assign(Tensor([[4.0], [5.0]], device=device)).realize()
+    want[...] = [[4.0], [5.0]]
+    np.testing.assert_array_equal(t.numpy(), want)
+    t[0].assign(7.5)
+    want[0] = 7.5
+    np.testing.assert_array_equal(t.numpy(), want)
+    i = Tensor([1, 2, 3], device=device).realize()
+    i.assign([1.7, -2.5, 3.2])
+    ti = torch.tensor([1, 2, 3], dtype=torch.int32).copy_(torch.tensor([1.7, -2.5, 3.2]))
+    assert i.dtype is dtypes.int32
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -578,7 +578,14 @@ class Tensor(
         if x.device != self.device:
             raise RuntimeError(f"assign: the value is on {x.device}, the tensor on {self.device}")
         if x.shape != self.shape:
-            raise ArgumentError(f"assign: the value's shape {x.shape} does not match the tensor's shape {self.shape}")
+            # the value broadcasts to the tensor's shape (as tinygrad and torch's copy_), never the other way
+            if len(x.shape) > self.ndim or any(
+                n not in (1, m) for n, m in zip(x.shape[::-1], self.shape[::-1], strict=False)
+            ):
+                raise ArgumentError(
+                    f"assign: the value's shape {x.shape} does not broadcast to the tensor's shape {self.shape}"
+                )
+            x = x.expand(self.shape)
         if x.dtype is not self.dtype:
             raise TypeError(f"assign: the value's dtype {x.dtype!r} does not match the tensor's dtype {self.dtype!r}")
         if self._base is not None:
