@@ -212,3 +212,24 @@ def test_unsupported_dtype_is_refused_at_the_call():
         Tensor([1.0]).cast("void")
     with pytest.raises(TypeError, match="full: there are no dtypes.index tensors"):
         Tensor.full((2,), 1.0, dtype="index")
+
+
+@pytest.mark.parametrize("form", ["k < r + y", "r + y < k"])
+def test_closed_form_count_matches_brute_force(form: str) -> None:
+    # sum over r in [0, n) of where(cond, v, 0) folds to v * count: evaluated at every i, against counting by hand
+    from zeptograd.codegen.closedform import fold_closed_forms
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        n, size = int(rng.integers(1, 9)), int(rng.integers(1, 7))
+        k, shift = int(rng.integers(-12, 13)), int(rng.integers(-6, 7))
+        i, r = UOp.range(size, 0), UOp.range(n, 1)
+        y = i + shift
+        cond = UOp.const(dtypes.index, k).lt(r + y) if form == "k < r + y" else (r + y).lt(k)
+        total = UOp(Ops.REDUCE, dtypes.int32, (cond.where(UOp.const(dtypes.int32, 3), 0), r), Ops.ADD)
+        folded = fold_closed_forms(total)
+        assert not any(u.op is Ops.REDUCE for u in folded.toposort())
+        for iv in range(size):
+            got = folded.substitute({i: UOp.const(dtypes.index, iv)}).simplify()
+            hits = [rv for rv in range(n) if (k < rv + iv + shift if form == "k < r + y" else rv + iv + shift < k)]
+            assert got.op is Ops.CONST and got.arg == 3 * len(hits), (n, k, shift, iv)

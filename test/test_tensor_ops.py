@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from zeptograd import Device, Tensor, dtypes
+from zeptograd import Device, GlobalCounters, Tensor, dtypes
 from zeptograd.dtype import DType
 
 DEVICES = ["CPU", "PYTHON"]
@@ -1154,6 +1154,28 @@ def test_arange(device: str):
     check(Tensor.arange(10, 3, **kw), np.arange(10, 3), dtypes.int32)
     check(Tensor.arange(1, **kw), np.arange(1), dtypes.int32)
     check(Tensor.arange(6, **kw).reshape(2, 3) * 2, np.arange(6).reshape(2, 3) * 2, dtypes.int32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "args, dtype",
+    [((-1.0, 1.0, 0.1), None), ((0.0, 10.0, 0.3), "float64"), ((7,), "float16"), ((3, 1000, 7), "int64")],
+)
+def test_arange_bits_as_numpy(device: str, args: tuple, dtype: str | None):
+    # start + i * step computed as numpy computes it (float64, then rounded once), so the bits agree
+    want = np.arange(*args).astype(dtype or np.float32)
+    got = Tensor.arange(*args, dtype=dtype, device=device)
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert got.numpy().dtype == want.dtype
+
+
+def test_arange_is_one_elementwise_kernel():
+    # a kernel, not numpy on the host: one launch doing O(n) work (the running count of ones that makes the
+    # index is a reduction the codegen folds to its closed form, not an n * n loop)
+    GlobalCounters.reset()
+    t = Tensor.arange(3, 40003, 4).realize()
+    assert GlobalCounters.kernel_count == 1 and GlobalCounters.global_ops <= 4 * 10_000
+    np.testing.assert_array_equal(t.numpy(), np.arange(3, 40003, 4))
 
 
 def test_arange_large():

@@ -10,6 +10,7 @@ Names, signatures and dtype rules follow tinygrad's public Tensor API (which is 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import weakref
 from collections.abc import Sequence
@@ -210,6 +211,27 @@ def _scalar_result_type(dt: DType, scalar_type: type) -> DType:
     if (ret := _scalar_result_types.get((dt, scalar_type))) is None:
         ret = _scalar_result_types[(dt, scalar_type)] = result_type(dt, scalar_type(1))
     return ret
+
+
+@functools.lru_cache(maxsize=256)
+def _arange_uop(key: tuple, start: Scalar, stop: Scalar, step: Scalar) -> UOp:
+    """The graph of `Tensor.arange` (`key` holds the arguments' reprs, its dtype and device): built once per
+    arguments, since arange sits under indexing, one_hot and gather in every step of a loop."""
+    dt, device = key[3], key[4]
+    n = max(0, math.ceil((stop - start) / step))  # numpy's length
+    if n >= 2**31:
+        raise ArgumentError(f"arange: {n} elements (start {start}, stop {stop}, step {step}) are too many")
+    if n == 0:
+        return Tensor.zeros(0, dtype=dt, device=device).uop
+    # 0, 1, ..., n-1 as a kernel: the running count of ones minus one (the codegen folds the count's reduction to
+    # its closed form, so it is an elementwise loop, and it fuses into the kernels that read it)
+    count = Tensor.full((n,), 1, dtype=dtypes.int32, device=device)._window_reduce(Ops.ADD, "arange") - 1
+    if all(isinstance(v, int) for v in (start, step)) and dtypes.is_int(dt):
+        return (count.cast(dt) * step + start).uop
+    # numpy's values: start + i * (the step as the first two values differ), in float64, then rounded once
+    delta = (start + step) - start
+    values = count.cast(dtypes.float64) * delta + start
+    return (values.cast(dtypes.float32).cast(dt) if dt in NARROW_FLOATS else values.cast(dt)).uop
 
 
 class _TensorType(type):
@@ -480,8 +502,9 @@ class Tensor(
         if step == 0:
             raise ArgumentError("arange: step must not be zero")
         dt = tensor_dtype(dtype, "arange") if dtype is not None else _py_dtype([start, stop, step], "arange")
-        host = np.float32 if dt in NARROW_FLOATS else np_dtype(dt)  # bfloat16 and fp8 round from float32
-        return Tensor(np.arange(start, stop, step).astype(host), dt, device)
+        device = _device(device, "arange")
+        key = (repr(start), repr(stop), repr(step), dt, device)  # repr: 1, 1.0 and True, 0.0 and -0.0 differ
+        return Tensor._from_uop(_arange_uop(key, start, stop, step), device)
 
     # *** realizing and reading ***
 

@@ -3,7 +3,8 @@
 The passes run in this order, each a named graph_rewrite (the spec of the stage is checked between
 passes when SPEC=1):
 
-0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py).
+0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py);
+   `closed forms`: a sum of an indicator over a range becomes a count (closedform.py).
 1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding) applied to its
    loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1` (opt.py,
    heuristic.py).
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zeptograd.codegen.closedform import fold_closed_forms
 from zeptograd.codegen.devectorizer import devectorize, fuse_multiply_add
 from zeptograd.codegen.expander import expand
 from zeptograd.codegen.heuristic import hand_coded_opts
@@ -102,7 +104,7 @@ def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
 def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = None) -> list[UOp]:
     """The linear program of a kernel AST (optimized for `renderer`'s device unless NOOPT, or with `opts`)."""
     _check(ast, "kernel AST")
-    ast = lower_narrow_floats(ast)
+    ast = fold_closed_forms(lower_narrow_floats(ast))
     sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
     _check(sink, "after opt")
     # EXP2 LOG2 SIN -> arithmetic, before expand so the polynomials become vector code; a target that has them
@@ -128,6 +130,7 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
 
 def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> ProgramSpec:
     """Compile-ready form of a kernel AST for a device's renderer (with `opts` as its plan, if given)."""
+    ast = fold_closed_forms(ast)  # counted and named as the loop it becomes
     flops, mem = estimate_cost(ast)
     top = ast.src[0]
     global_size = tuple(r.src[0].arg for r in top.src[1:]) if top.op is Ops.END else ()

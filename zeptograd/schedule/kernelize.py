@@ -78,7 +78,15 @@ def device_of(u: UOp, cache: dict[UOp, str | None] | None = None) -> str | None:
     return cache[u]
 
 
+def _counts_a_constant(r: UOp) -> bool:
+    """Is `r` a sum of one constant seen through movement ops (arange's running count of ones)? The codegen folds
+    it to a closed form (codegen/closedform.py), so it costs what an elementwise op costs wherever it fuses."""
+    return r.arg[0] is Ops.ADD and all(u.op is Ops.CONST or u.op in GroupOp.Movement for u in r.src[0].toposort())
+
+
 def _reduce_must_realize(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
+    if _counts_a_constant(r):
+        return False
     kernels: set[UOp] = set()
     stack, seen = [r], {r}
     while stack:
