@@ -44,7 +44,7 @@ from zeptograd.runtime import buffer as buffer_module
 from zeptograd.runtime.buffer import Buffer, buffer_for
 from zeptograd.schedule.kernelize import buffer_of, new_buffer, view_of
 from zeptograd.tensor import Tensor
-from zeptograd.uop.ops import UOp
+from zeptograd.uop.ops import Ops, UOp
 
 __all__ = ["JitError", "TinyJit"]
 
@@ -192,11 +192,14 @@ class TinyJit(Generic[R]):
 
     @staticmethod
     def _realized(ret: Any) -> Any:
+        """Realize the returned tensors with every assignment still pending (in place updates the function made
+        to its inputs or to state land within the call, so the capture holds them)."""
         tensors = [ret] if isinstance(ret, Tensor) else []
         if isinstance(ret, (tuple, list)):
             tensors = [t for t in ret if isinstance(t, Tensor)]
         elif isinstance(ret, dict):
             tensors = [t for t in ret.values() if isinstance(t, Tensor)]
+        tensors += [t for t in list(engine.live_tensors) if t.uop.op is Ops.STORE]
         if tensors:
             Tensor.realize(*tensors)
         return ret
