@@ -90,7 +90,7 @@ class _Capture:
 
     def __init__(self) -> None:
         self.steps: list[tuple[Callable[[list[Buffer]], None], list[Buffer]]] = []
-        self.flops = self.mem = 0
+        self.flops = self.mem = self.kernels = 0  # kernels: launches, not counting the copies
         self.input_keys: list[int | str] = []  # the Tensor arguments, by position or keyword
         self.input_specs: list[tuple[tuple[int, ...], Any, str]] = []  # their shape, dtype, device
         self.others: dict[int | str, Any] = {}  # the non-Tensor arguments
@@ -145,7 +145,7 @@ class TinyJit(Generic[R]):
 
     @property
     def kernel_count(self) -> int:
-        """How many launches and copies a replay runs."""
+        """How many kernels a replay launches (its buffer copies not counted)."""
         return len(self._capture.steps) if self._capture is not None else 0
 
     def reset(self) -> None:
@@ -246,6 +246,7 @@ class TinyJit(Generic[R]):
             cap.steps.append((run, list(bufs)))
             written.add(bufs[0])
             if program is not None:
+                cap.kernels += 1
                 cap.flops += program.flops
                 cap.mem += program.mem_bytes
             for j, b in enumerate(bufs):
@@ -388,7 +389,7 @@ class TinyJit(Generic[R]):
         for run, bufs in steps:
             run(bufs)
         GlobalCounters.time_sum_s += time.perf_counter() - start
-        GlobalCounters.kernel_count += len(steps)
+        GlobalCounters.kernel_count += cap.kernels
         GlobalCounters.global_ops += cap.flops
         GlobalCounters.global_mem += cap.mem
 

@@ -62,7 +62,6 @@ def main() -> None:
     model = MLP()
     opt = optim.SGD(get_parameters(model), lr=0.1, momentum=0.9, nesterov=True)
 
-
     @TinyJit  # from the third step on, the step replays its captured kernels: no graph, no schedule
     def train_step(x: Tensor, y: Tensor) -> Tensor:
         loss = model(x).sparse_categorical_crossentropy(y)
