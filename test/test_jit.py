@@ -229,6 +229,40 @@ def test_training_steps_match_eager(make_opt):
         assert opt_j.t_state.numpy()[0, 2] == 7  # seven steps counted
 
 
+def test_batchnorm_and_dropout_training_matches_eager():
+    # the running statistics are assignments the function leaves pending; dropout draws new masks each call
+    def train(jit: bool):
+        Tensor.manual_seed(7)
+        lin, bn, drop = nn.Linear(5, 6), nn.BatchNorm(6), nn.Dropout(0.3)
+        params = get_parameters(lin) + [bn.weight, bn.bias]
+        opt = optim.Adam(params, lr=0.01)
+
+        def step(x: Tensor, y: Tensor) -> Tensor:
+            with Tensor.train():
+                loss = drop(bn(lin(x)).relu()).sum(axis=1).sub(y).square().mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            return loss
+
+        run = TinyJit(step) if jit else step
+        data = np.random.default_rng(3)
+        losses = [
+            run(
+                Tensor(data.standard_normal((8, 5)).astype(np.float32)),
+                Tensor(data.standard_normal(8).astype(np.float32)),
+            ).item()
+            for _ in range(6)
+        ]
+        return losses, [t.numpy() for t in (*params, bn.running_mean, bn.running_var, bn.num_batches_tracked)]
+
+    (losses_e, state_e), (losses_j, state_j) = train(False), train(True)
+    np.testing.assert_allclose(losses_j, losses_e, rtol=1e-5, atol=1e-6)
+    for e, j in zip(state_e, state_j):
+        np.testing.assert_allclose(j, e, rtol=1e-5, atol=1e-6)
+    assert state_j[-1] == 6  # six batches counted
+
+
 def test_changing_the_learning_rate_between_replays_recaptures():
     w_e, w_j = (Tensor(np.full(2, 4.0, np.float32)).realize() for _ in range(2))
     opt_e, opt_j = optim.SGD([w_e], lr=0.5), optim.SGD([w_j], lr=0.5)
