@@ -406,6 +406,15 @@ def test_state_replaced_instead_of_assigned_is_an_error():
         f()
 
 
+def test_a_changed_training_mode_is_an_error():
+    f = TinyJit(lambda x: x.dropout(0.5))
+    with Tensor.train():
+        for _ in range(3):
+            f(Tensor.ones(8).contiguous())
+    with pytest.raises(JitError, match="training mode"):
+        f(Tensor.ones(8).contiguous())
+
+
 def test_nested_capture_is_an_error():
     inner = TinyJit(lambda x: x + 1)
     for _ in range(3):

@@ -38,7 +38,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from zeptograd.engine import realize as engine
-from zeptograd.helpers import ArgumentError, GlobalCounters, JitError
+from zeptograd.helpers import TRAINING, ArgumentError, GlobalCounters, JitError
 from zeptograd.mixin import creation
 from zeptograd.runtime import buffer as buffer_module
 from zeptograd.runtime.buffer import Buffer, buffer_for
@@ -95,6 +95,7 @@ class _Capture:
         self.input_specs: list[tuple[tuple[int, ...], Any, str]] = []  # their shape, dtype, device
         self.others: dict[int | str, Any] = {}  # the non-Tensor arguments
         self.n_args = 0
+        self.training = 0  # Tensor.training when captured: it decides what dropout and BatchNorm compute
         self.kw_names: frozenset[str] = frozenset()
         # where each input's / fresh output's buffer goes: (launch, position) pairs
         self.input_slots: list[list[tuple[int, int]]] = []
@@ -146,7 +147,7 @@ class TinyJit(Generic[R]):
     @property
     def kernel_count(self) -> int:
         """How many kernels a replay launches (its buffer copies not counted)."""
-        return len(self._capture.steps) if self._capture is not None else 0
+        return self._capture.kernels if self._capture is not None else 0
 
     def reset(self) -> None:
         """Forget the capture and its buffers: the next call runs normally, the one after captures again.
@@ -215,7 +216,7 @@ class TinyJit(Generic[R]):
                         "tensor as an argument of its own so that a replay can swap it"
                     )
                 cap.others[key] = value
-        cap.n_args, cap.kw_names = len(args), frozenset(kwargs)
+        cap.n_args, cap.kw_names, cap.training = len(args), frozenset(kwargs), TRAINING.value
         in_bufs: dict[Buffer, int] = {}
         for key, t in inputs.items():
             buf = buffer_for(buffer_of(t.uop))  # type: ignore[arg-type]
@@ -345,6 +346,12 @@ class TinyJit(Generic[R]):
             raise ArgumentError(
                 f"TinyJit: {self.fn.__name__} was captured with {cap.n_args} positional arguments and keywords "
                 f"{sorted(cap.kw_names)}, called with {len(args)} and {sorted(kwargs)}"
+            )
+        if TRAINING.value != cap.training:
+            mode = "training" if cap.training else "evaluation"
+            raise JitError(
+                f"TinyJit: {self.fn.__name__} was captured in {mode} mode (Tensor.training), called in the other; "
+                "set the mode inside the function, or use one TinyJit per mode"
             )
         steps = cap.steps
         for k, key in enumerate(cap.input_keys):
