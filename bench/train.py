@@ -8,7 +8,8 @@ reading the loss back (`loss.item()`). Both libraries start from the same weight
 (random images and labels, fixed per step), so after the timed steps their losses must agree: the notes say ok
 when the last losses match to 1e-4 (relative). zeptograd's first steps compile the kernels (the warm-up, untimed);
 the kernel cache starts empty (a fresh ZEPTOGRAD_CACHE_DIR). torch runs with torch.set_num_threads(os.cpu_count()).
-The figure is the median steps/s over windows of 10 steps.
+The figure is the median steps/s over windows of 10 steps. The TinyJit row runs the same step under TinyJit: its
+first two steps run normally (the second is captured), the others replay the captured kernels.
 
 zeptograd's line also gives "kernels only": the time its kernels ran in one step (`GlobalCounters.time_sum_s`,
 the sum of the kernel launches, reset each step), the same median over windows. Wall time minus kernel time is
@@ -31,7 +32,7 @@ _cache = tempfile.mkdtemp(prefix="zeptograd-bench-")
 os.environ["ZEPTOGRAD_CACHE_DIR"] = _cache
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from zeptograd import GlobalCounters, Tensor, nn  # noqa: E402
+from zeptograd import GlobalCounters, Tensor, TinyJit, nn  # noqa: E402
 from zeptograd.nn import optim  # noqa: E402
 
 IN, HIDDEN, OUT, BATCH, LR = 784, 256, 10, 128, 0.01
@@ -44,19 +45,27 @@ def batches(steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
     ]
 
 
-def run_zeptograd(data, warmup: int) -> tuple[list[float], list[float], list[float], int, list[np.ndarray]]:
+def run_zeptograd(
+    data, warmup: int, jit: bool = False
+) -> tuple[list[float], list[float], list[float], int, list[np.ndarray]]:
     Tensor.manual_seed(0)
     l1, l2 = nn.Linear(IN, HIDDEN), nn.Linear(HIDDEN, OUT)
     init = [p.numpy().copy() for p in (l1.weight, l1.bias, l2.weight, l2.bias)]
     opt = optim.SGD([l1.weight, l1.bias, l2.weight, l2.bias], lr=LR)
+
+    def step(x: Tensor, y: Tensor) -> Tensor:
+        loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    train_step = TinyJit(step) if jit else step
     times, kernel_times, losses, kernels = [], [], [], 0
     for i, (x, y) in enumerate(data):
         start = time.perf_counter()
         GlobalCounters.reset()
-        loss = l2(l1(Tensor(x)).relu()).sparse_categorical_crossentropy(Tensor(y))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        loss = train_step(Tensor(x), Tensor(y))
         losses.append(loss.item())
         kernels = GlobalCounters.kernel_count
         if i >= warmup:
@@ -105,23 +114,27 @@ def main() -> None:
     warmup = 3
     steps = 6 if args.quick else args.steps
     data = batches(steps + warmup)
-    zg_times, zg_kernel_times, zg_losses, kernels, init = run_zeptograd(data, warmup)
-    zg = steps_per_second(zg_times)
+    rows = {}
+    for name, jit in (("zeptograd", False), ("TinyJit", True)):
+        times, kernel_times, losses, kernels, init = run_zeptograd(data, warmup, jit)
+        rows[name] = (steps_per_second(times), 1e3 * median_step(kernel_times), losses, kernels)
     try:
         torch_times, torch_losses = run_torch(data, init, warmup)
     except ImportError:
         torch_times, torch_losses = [], []
     print(f"MLP {IN}-{HIDDEN}-{OUT}, batch {BATCH}, SGD: one training step (forward, backward, update, loss.item())")
     print(f"{'':12}{'steps/s':>10}{'ms/step':>10}{'kernels only':>14}")
-    kernel_ms = 1e3 * median_step(zg_kernel_times)
-    print(f"{'zeptograd':12}{zg:10.1f}{1e3 / zg:10.2f}{kernel_ms:11.2f} ms   {kernels} kernels a step")
+    for name, (sps, kernel_ms, _, kernels) in rows.items():
+        print(f"{name:12}{sps:10.1f}{1e3 / sps:10.2f}{kernel_ms:11.2f} ms   {kernels} kernels a step")
     if torch_times:
         th = steps_per_second(torch_times)
-        match = np.allclose(zg_losses, torch_losses, rtol=1e-4)
         print(f"{'torch':12}{th:10.1f}{1e3 / th:10.2f}")
-        print(f"zeptograd/torch time: {th / zg:.1f}x   losses match torch: {'ok' if match else 'NO'}")
-        if not match:
-            print("zeptograd", zg_losses[-3:], "torch", torch_losses[-3:])
+        for name, (sps, _, losses, _) in rows.items():
+            match = np.allclose(losses, torch_losses, rtol=1e-4)
+            ok = "ok" if match else "NO"
+            print(f"{name} against torch eager: {sps / th:.2f}x the steps/s   losses match torch: {ok}")
+            if not match:
+                print(name, losses[-3:], "torch", torch_losses[-3:])
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ fused kernels (`schedule`), generate code for each (`codegen`, `renderer`) and r
 """
 
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes, least_upper_dtype, result_type, to_dtype
-from zeptograd.helpers import ArgumentError, Context, DTypeError, GlobalCounters
+from zeptograd.engine.jit import TinyJit
+from zeptograd.helpers import ArgumentError, Context, DTypeError, GlobalCounters, JitError
 from zeptograd.runtime.device import Device
 from zeptograd.tensor import Tensor
 from zeptograd.uop import Ops, PatternMatcher, UOp, UPat, graph_rewrite
@@ -24,10 +25,12 @@ __all__ = [
     "DTypeError",
     "Device",
     "GlobalCounters",
+    "JitError",
     "Ops",
     "PatternMatcher",
     "PtrDType",
     "Tensor",
+    "TinyJit",
     "UOp",
     "UPat",
     "dtypes",

@@ -24,6 +24,11 @@ class ArgumentError(RuntimeError, ValueError):
     """
 
 
+class JitError(RuntimeError):
+    """What TinyJit cannot capture or replay faithfully (a value read back to Python during the capture, a nested
+    capture, state the function replaced instead of assigning), raised instead of replaying something else."""
+
+
 class DTypeError(NotImplementedError, TypeError):
     """An op that is not defined for its operands' dtype (`<<` on floats): a NotImplementedError (a RuntimeError)
     as PyTorch raises, and a TypeError as Python expects."""

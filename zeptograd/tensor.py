@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, result_type
+from zeptograd.engine import realize as engine
 from zeptograd.engine.realize import live_tensors, realize
 from zeptograd.gradient import compute_gradient
-from zeptograd.helpers import TRAINING, ArgumentError
+from zeptograd.helpers import TRAINING, ArgumentError, JitError
 from zeptograd.mixin.args import Scalar, axis_arg, shape_arg, tensor_dtype
 from zeptograd.mixin.creation import CreationMixin
 from zeptograd.mixin.elementwise import ElementwiseMixin
@@ -530,6 +531,12 @@ class Tensor(
         >>> Tensor([[1, 2]]).numpy()
         array([[1, 2]], dtype=int32)
         """
+        if engine.capturing is not None:
+            # a replay launches the kernels again but cannot redo what Python did with the values read here
+            raise JitError(
+                f"TinyJit: the function read a {self.shape} tensor back to Python (numpy/item/tolist) while its "
+                "kernels were captured; a replay would not read it again. Return the tensor instead."
+            )
         if self.dtype in NARROW_FLOATS:  # numpy has no bfloat16 or fp8: their float32 values, as torch's .float()
             return self.cast(dtypes.float32).numpy()
         return self._buffer().numpy().reshape(self.shape)

@@ -37,6 +37,9 @@ class Lazy(Protocol):
 
 
 live_tensors: weakref.WeakSet[Any] = weakref.WeakSet()
+# TinyJit's recorder (engine/jit.py): while it is a list, every launch and every buffer copy that realize makes is
+# appended to it as (runner, its buffers, program or None for a copy), so that a capture can replay them
+capturing: list[tuple[Any, list[Any], ProgramSpec | None]] | None = None
 _programs: dict[tuple[str, UOp, int, int, int], tuple[ProgramSpec, Any]] = {}
 
 
@@ -87,7 +90,7 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
     for item in items:
         bufs = [buffer_for(b) for b in item.bufs]
         if item.ast is None:
-            bufs[0].array()[:] = bufs[1].array()
+            copy_buffers(bufs)
             continue
         device = bufs[0].device
         program, run = compiled(device, item.ast)
@@ -95,6 +98,8 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
             b.array()
         start = time.perf_counter()
         run(bufs)
+        if capturing is not None:
+            capturing.append((run, bufs, program))
         elapsed = time.perf_counter() - start
         GlobalCounters.kernel_count += 1
         GlobalCounters.global_ops += program.flops
@@ -115,6 +120,13 @@ def _live_tensors() -> list[Any]:
     with a guard, several times slower), copied first so that a tensor dying meanwhile changes nothing."""
     refs: set[weakref.ref[Any]] = live_tensors.data  # type: ignore[attr-defined]
     return [t for r in list(refs) if (t := r()) is not None]
+
+
+def copy_buffers(bufs: list[Any]) -> None:
+    """Copy buffer `bufs[1]` into `bufs[0]` (both devices keep their bytes in host memory)."""
+    bufs[0].array()[:] = bufs[1].array()
+    if capturing is not None:
+        capturing.append((copy_buffers, bufs, None))
 
 
 def _read_from(root: UOp, b: UOp, old: UOp, store: UOp, cache: dict[UOp, UOp]) -> UOp:
@@ -148,7 +160,7 @@ def _snapshot_stale_reads(pending: list[Any]) -> bool:
         if not readers:
             continue
         old = new_buffer(b.arg[1], b.arg[2], b.dtype)
-        buffer_for(old).array()[:] = buffer_for(b).array()
+        copy_buffers([buffer_for(old), buffer_for(b)])
         cache: dict[UOp, UOp] = {}
         for t in readers:
             t.uop = _read_from(t.uop, b, old, store, cache)

@@ -6,7 +6,8 @@ The dataset (1797 images, 10 classes) ships inside scikit-learn, so nothing is d
 20% tests it. The model is two 3x3 convolutions with ReLU and 2x2 max pooling, then a linear layer; Adam
 minimizes the cross entropy, with the learning rate following a cosine from `--lr` down to 0. Every step is one
 lazy graph: the forward pass, its gradient (`loss.backward()`) and the parameter updates (assignments, STOREs)
-are cut into fused kernels and run when `opt.step()` realizes them.
+are cut into fused kernels and run when `opt.step()` realizes them. The step runs under TinyJit: from the
+third step on it replays the kernels captured on the second, with each batch's buffers swapped in.
 The last line printed is `test accuracy: 0.xxxx` with the time the run took.
 """
 
@@ -18,7 +19,7 @@ import time
 
 import numpy as np
 
-from zeptograd import Tensor, nn
+from zeptograd import Tensor, TinyJit, nn
 from zeptograd.nn import optim
 from zeptograd.nn.state import get_parameters
 
@@ -76,17 +77,25 @@ def main() -> None:
 
     steps_per_epoch = len(x_train) // args.batch_size  # whole batches only: every step has the same shapes
     total = args.epochs * steps_per_epoch
+
+    @TinyJit  # from the third step on, the step replays its captured kernels: no graph, no schedule
+    def train_step(x: Tensor, y: Tensor, lr: Tensor) -> Tensor:
+        # the learning rate is an input: the captured kernel that copies it into the optimizer's lr buffer
+        # reads each step's value (setting opt.lr to a float outside would replace that buffer and recapture)
+        opt.lr = lr
+        loss = model(x).sparse_categorical_crossentropy(y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
     with Tensor.train(), tqdm(total=total, unit="step") as bar:
         for epoch in range(args.epochs):
             order = rng.permutation(len(x_train))
             for i in range(steps_per_epoch):
-                # the learning rate is a buffer the kernels read: changing it every step compiles nothing
-                opt.lr = args.lr * 0.5 * (1 + math.cos(math.pi * bar.n / total))
+                lr = np.float32(args.lr * 0.5 * (1 + math.cos(math.pi * bar.n / total)))
                 batch = order[i * args.batch_size : (i + 1) * args.batch_size]
-                loss = model(Tensor(x_train[batch])).sparse_categorical_crossentropy(Tensor(y_train[batch]))
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                loss = train_step(Tensor(x_train[batch]), Tensor(y_train[batch]), Tensor(lr))
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.4f}")
                 bar.update()
     print(f"train accuracy: {accuracy(model, x_train, y_train):.4f}")

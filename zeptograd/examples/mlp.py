@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-from zeptograd import Tensor, nn
+from zeptograd import Tensor, TinyJit, nn
 from zeptograd.nn import optim
 from zeptograd.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_save
 
@@ -61,11 +61,17 @@ def main() -> None:
     x, y = Tensor(x_np), Tensor(y_np)
     model = MLP()
     opt = optim.SGD(get_parameters(model), lr=0.1, momentum=0.9, nesterov=True)
-    for step in range(args.steps):
+
+    @TinyJit  # from the third step on, the step replays its captured kernels: no graph, no schedule
+    def train_step(x: Tensor, y: Tensor) -> Tensor:
         loss = model(x).sparse_categorical_crossentropy(y)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss
+
+    for step in range(args.steps):
+        loss = train_step(x, y)
         if step % 100 == 0 or step == args.steps - 1:
             print(f"step {step:4d}  loss {loss.item():.4f}")
     print(f"train accuracy: {(predict(model, x) == y_np).mean():.4f}")

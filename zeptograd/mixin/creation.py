@@ -56,6 +56,11 @@ def _float_dtype(dtype: DType | str | None, op: str) -> DType:
     return dt
 
 
+# TinyJit's recorder (engine/jit.py): while it is a list, each random tensor's state words (a 3-element uint32
+# tensor: call count, seed low, seed high) are appended to it with their call count, so replays can write new ones
+rng_capturing: list[tuple[Tensor, int]] | None = None
+
+
 class CreationMixin:
     """Tensor creation beyond full/zeros/ones/empty/arange: linspace, eye, *_like, tril/triu, meshgrid, random."""
 
@@ -308,6 +313,8 @@ class CreationMixin:
         CreationMixin._rng_counter += 1
         seed = CreationMixin._seed
         words = cls(np.array([call & _U32, seed & _U32, seed >> 32], dtype=np.uint32), device=device)
+        if rng_capturing is not None:
+            rng_capturing.append((words, call))
         x0 = cls._counters(n, device)
         x1 = words[0]._broadcast_to((n,))
         w0, w1 = cls._threefry2x32(x0, x1, (words[1], words[2]))
