@@ -167,17 +167,17 @@ def index_dtype_for(root: UOp) -> DType:
 
 
 def commit_index_dtype(root: UOp, dt: DType) -> UOp:
-    """`root` with every `index` node rebuilt in `dt`. A walk, not rules: a node and its sources change
-    dtype together, so no half-converted node (an int32 MUL of index operands) is ever built."""
+    """`root` with every `index` node (and vector of index lanes) rebuilt in `dt`. A walk, not rules: a node and
+    its sources change dtype together, so no half-converted node (an int32 MUL of index operands) is ever built."""
     done: dict[UOp, UOp] = {}
     for u in root.toposort():
         src = tuple(done[s] for s in u.src)
-        if u.dtype is not dtypes.index:
+        if u.dtype.scalar() is not dtypes.index:
             done[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
-        elif u.op is Ops.CONST:
+        elif u.op is Ops.CONST and u.dtype is dtypes.index:
             done[u] = UOp.const(dt, u.arg)
         else:
-            done[u] = UOp(u.op, dt, src, u.arg)
+            done[u] = UOp(u.op, dt.vec(u.dtype.count) if u.dtype.count > 1 else dt, src, u.arg)
     return done[root]
 
 

@@ -84,9 +84,34 @@ def _counts_a_constant(r: UOp) -> bool:
     return r.arg[0] is Ops.ADD and all(u.op is Ops.CONST or u.op in GroupOp.Movement for u in r.src[0].toposort())
 
 
+def _plain_reshape(u: UOp) -> bool:
+    """Does RESHAPE `u` only add or remove axes of size 1 (so every index stays what it was)?"""
+    return [d for d in u.shape if d != 1] == [d for d in u.src[0].shape if d != 1]
+
+
+def _count_meets_reduction_reshaped(r: UOp, consumers: dict[UOp, list[UOp]]) -> bool:
+    """Does constant count `r` reach a reduction through a movement that changes its index (a pad, a shrink, a
+    flip, a reshape that splits or merges axes)? Its closed form needs the index to be a bound on a loop: through
+    `arange(n) == idx` (a broadcast) it is, but inside another reduction's window (a scan, a pool) a modulo comes
+    in and the fold does not apply, which would leave one reduction nested in another."""
+    stack, seen = [(r, False)], {(r, False)}
+    while stack:
+        node, moved = stack.pop()
+        for c in consumers[node]:
+            if c.op is Ops.REDUCE_AXIS and moved:
+                return True
+            plain = c.op in GroupOp.ALU or c.op in (Ops.CAST, Ops.EXPAND, Ops.PERMUTE, Ops.REDUCE_AXIS)
+            plain = plain or (c.op is Ops.RESHAPE and _plain_reshape(c))
+            if (c, moved or not plain) not in seen:
+                seen.add((c, moved or not plain))
+                stack.append((c, moved or not plain))
+    return False
+
+
 def _reduce_must_realize(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
+    # a constant's count fuses into its readers wherever its closed form applies
     if _counts_a_constant(r):
-        return False
+        return _count_meets_reduction_reshaped(r, consumers)
     kernels: set[UOp] = set()
     stack, seen = [r], {r}
     while stack:
