@@ -144,8 +144,23 @@ def _second_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> U
     return None
 
 
+def gpu_thread_plan(ast: UOp) -> list[Opt]:
+    """The plan for a GPU renderer that has no work-group launches yet (`renderer.thread_per_output`): one thread
+    per index of the largest output axis (the innermost of equal ones: it is the contiguous one, so neighbouring
+    threads touch neighbouring addresses), each running the kernel's other loops. A THREAD opt whose chunks are
+    one iteration long: the core index is the thread's global id."""
+    outs = output_axes(ast)
+    if not outs or any(r.src[0].op is not Ops.CONST for r in outs):
+        return []
+    sizes = [r.src[0].arg for r in outs]
+    axis = max(range(len(outs)), key=lambda i: (sizes[i], i))
+    return [Opt(OptOps.THREAD, axis, sizes[axis])] if sizes[axis] > 1 else []
+
+
 def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
     """The heuristic plan for kernel `ast` (see the module docstring)."""
+    if getattr(renderer, "thread_per_output", False):
+        return gpu_thread_plan(ast)
     opts: list[Opt] = []
     outs, reds = output_axes(ast), reduce_axes(ast)
     reads, out_index = _reads(ast), _store_index(ast)

@@ -182,6 +182,34 @@ class CRenderer:
     """Renders a linear program as a C function `void name(T* restrict data0, ...)`."""
 
     device = "CPU"
+    restrict = "restrict"  # the pointer qualifier that says the buffers do not alias
+
+    # the dialect's spellings: a C-family target (CUDA C, ...) overrides these, not the walk over the program
+    def type_of(self, dt: DType) -> str:
+        """The type name of `dt` in this dialect."""
+        return ctype(dt)
+
+    def const(self, value: object, dt: DType) -> str:
+        """A literal of `dt` in this dialect."""
+        return render_const(value, dt)
+
+    def math(self, op: Ops, dt: DType, x: str) -> str:
+        """EXP2, LOG2, SIN, SQRT or TRUNC of `x`, computed in `dt`."""
+        return _float_math(op, dt, x)
+
+    def special(self, u: UOp) -> tuple[str | None, list[str]]:
+        """A SPECIAL index: its parameter declaration (None when it is not a parameter) and the lines that
+        define it at the top of the body. The C function takes the core index as its last argument."""
+        return f"const {self.type_of(u.dtype)} {u.arg}", []
+
+    def bitcast(self, src: DType, dst: DType, x: str) -> str:
+        """The bits of scalar `x` (of `src`) read as `dst`."""
+        return f"((union {{ {self.type_of(src)} a; {self.type_of(dst)} b; }}){{.a = {x}}}).b"
+
+    def kernel(self, name: str, args: str, body: list[str], needs_floor: bool, vectors: bool) -> str:
+        """The whole source: the prelude and the function around `body`."""
+        prelude = PRELUDE + (VECTOR_TYPEDEFS if vectors else "") + (FLOOR_HELPERS if needs_floor else "")
+        return "\n".join([prelude, f"void {name}({args or 'void'}) {{", *body, "}", ""])
 
     def max_lanes(self, op: Ops, dt: DType) -> int:
         """How many lanes of `dt` the C code does `op` on at once (1: lane by lane)."""
@@ -220,7 +248,7 @@ class CRenderer:
 
         def bind(u: UOp, prefix: str, expr: str) -> None:
             names[u] = fresh(prefix)
-            emit(f"const {ctype(u.dtype)} {names[u]} = {expr};")
+            emit(f"const {self.type_of(u.dtype)} {names[u]} = {expr};")
 
         for u in uops:
             op, src = u.op, [names.get(s, "") for s in u.src]
@@ -228,33 +256,37 @@ class CRenderer:
                 names[u] = f"data{u.arg}"
                 assert isinstance(u.dtype, PtrDType)
                 const = "" if u in written else "const "
-                params.append((u.arg, f"{const}{ctype(u.dtype.base)}* restrict {names[u]}"))
+                params.append((u.arg, f"{const}{self.type_of(u.dtype.base)}* {self.restrict} {names[u]}"))
             elif op is Ops.DEFINE_VAR:
                 names[u] = u.arg[0]
-                params.append((1 << 30, f"const {ctype(u.dtype)} {names[u]}"))  # variables after the buffers
+                params.append((1 << 30, f"const {self.type_of(u.dtype)} {names[u]}"))  # variables after the buffers
             elif op is Ops.DEFINE_REG:
                 assert isinstance(u.dtype, PtrDType)
                 names[u] = f"acc{u.arg}"
-                emit(f"{ctype(u.dtype.base)} {names[u]}[{u.dtype.size}];")
+                emit(f"{self.type_of(u.dtype.base)} {names[u]}[{u.dtype.size}];")
             elif op is Ops.CONST:
-                names[u] = render_const(u.arg, u.dtype)
+                names[u] = self.const(u.arg, u.dtype)
             elif op is Ops.SPECIAL:
                 names[u] = u.arg
-                params.append((1 << 31, f"const {ctype(u.dtype)} {names[u]}"))  # the thread index comes last
+                param, defines = self.special(u)
+                if param is not None:
+                    params.append((1 << 31, param))  # the thread index comes last
+                for line in defines:
+                    emit(line)
             elif op is Ops.VECTORIZE and u.dtype.scalar() is dtypes.bool:
-                bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(f'-(int32_t)({x})' for x in src)}}}")
+                bind(u, "vec", f"({self.type_of(u.dtype)}){{{', '.join(f'-(int32_t)({x})' for x in src)}}}")
             elif op is Ops.VECTORIZE:
-                bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(src)}}}")
+                bind(u, "vec", f"({self.type_of(u.dtype)}){{{', '.join(src)}}}")
             elif op is Ops.GEP and u.dtype is dtypes.bool:
                 bind(u, "lane", f"({src[0]}[{u.arg[0]}] != 0)")
             elif op is Ops.GEP:
                 if len(u.arg) == 1:
                     bind(u, "lane", f"{src[0]}[{u.arg[0]}]")
                 else:
-                    bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(f'{src[0]}[{i}]' for i in u.arg)}}}")
+                    bind(u, "vec", f"({self.type_of(u.dtype)}){{{', '.join(f'{src[0]}[{i}]' for i in u.arg)}}}")
             elif op is Ops.RANGE:
                 names[u] = f"ridx{u.arg}"
-                emit(f"for ({ctype(u.dtype)} {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
+                emit(f"for ({self.type_of(u.dtype)} {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
                 depth += 1
             elif op in (Ops.END, Ops.ENDIF):
                 for _ in range(len(u.src) - 1 if op is Ops.END else 1):
@@ -275,7 +307,7 @@ class CRenderer:
                     # a vector read by several FMAs: keep it in a register (GCC would fold the load into every
                     # FMA, and a 4x16 tile would then wait on 12 loads for 8 FMAs instead of 6)
                     names[u] = fresh("val")
-                    emit(f"{ctype(u.dtype)} {names[u]} = {expr};")
+                    emit(f"{self.type_of(u.dtype)} {names[u]} = {expr};")
                     emit(f'__asm__("" : "+x"({names[u]}));')
                 else:
                     bind(u, "val", expr)
@@ -284,12 +316,11 @@ class CRenderer:
             elif op is Ops.CAST and u.dtype.count > 1:
                 bind(u, "cast", _vector_cast(u.src[0].dtype, u.dtype, src[0]))
             elif op is Ops.CAST:
-                bind(u, "cast", f"({ctype(u.dtype)})({src[0]})")
+                bind(u, "cast", f"({self.type_of(u.dtype)})({src[0]})")
             elif op is Ops.BITCAST and u.dtype.count > 1:
-                bind(u, "cast", f"({ctype(u.dtype)})({src[0]})")  # GCC: a cast between vectors keeps the bits
+                bind(u, "cast", f"({self.type_of(u.dtype)})({src[0]})")  # GCC: a cast between vectors keeps the bits
             elif op is Ops.BITCAST:
-                pun = f"union {{ {ctype(u.src[0].dtype)} a; {ctype(u.dtype)} b; }}"
-                bind(u, "cast", f"(({pun}){{.a = {src[0]}}}).b")
+                bind(u, "cast", self.bitcast(u.src[0].dtype, u.dtype, src[0]))
             elif op in GroupOp.ALU:
                 expr, floor = self._alu(u, src)
                 needs_floor |= floor
@@ -298,10 +329,8 @@ class CRenderer:
                 pass
             else:
                 raise NotImplementedError(f"the C renderer cannot render {op.name}")
-        args = ", ".join(text for _, text in sorted(params, key=lambda p: p[0])) or "void"
-        head = f"void {name}({args}) {{"
-        prelude = PRELUDE + (VECTOR_TYPEDEFS if vectors else "") + (FLOOR_HELPERS if needs_floor else "")
-        return "\n".join([prelude, head, *lines, "}", ""])
+        args = ", ".join(text for _, text in sorted(params, key=lambda p: p[0]))
+        return self.kernel(name, args, lines, needs_floor, vectors)
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
         op, dt = u.op, u.dtype
@@ -315,7 +344,7 @@ class CRenderer:
             if all(s.vmin >= 0 for s in u.src) or dtypes.is_unsigned(dt):
                 return f"({src[0]} {'/' if op is Ops.IDIV else '%'} {src[1]})", False
             fn = "floordiv" if op is Ops.IDIV else "floormod"
-            return f"(({ctype(dt)}){fn}({src[0]}, {src[1]}))", True
+            return f"(({self.type_of(dt)}){fn}({src[0]}, {src[1]}))", True
         if op is Ops.NEG:
             return (f"(!{src[0]})" if dt is dtypes.bool else f"(-{src[0]})"), False
         lanewise = (Ops.MULACC, Ops.SQRT, Ops.TRUNC) + ((Ops.MAX,) if dtypes.is_float(dt) else ())
@@ -325,7 +354,7 @@ class CRenderer:
                 self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [f"{x}[{i}]" for x in src])[0]
                 for i in range(dt.count)
             ]
-            return f"({ctype(dt)}){{{', '.join(lanes)}}}", False
+            return f"({self.type_of(dt)}){{{', '.join(lanes)}}}", False
         if op is Ops.MAX and dt.count > 1:
             # NaN wins, as in numpy: maxps gives its second operand when either is NaN, so a NaN in `a` is put back
             sfx = _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)]
@@ -346,9 +375,9 @@ class CRenderer:
         if op is Ops.MULACC:
             return f"(({src[0]} * {src[1]}) + {src[2]})", False
         if op is Ops.RECIPROCAL:
-            return f"({render_const(1.0, dt)} / {src[0]})", False
+            return f"({self.const(1.0, dt)} / {src[0]})", False
         if op in _MATH:
-            return _float_math(op, dt, src[0]), False
+            return self.math(op, dt, src[0]), False
         raise NotImplementedError(f"the C renderer cannot render {op.name}")
 
 

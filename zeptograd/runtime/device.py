@@ -13,10 +13,16 @@ import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON", "LLVM")
+DEVICES = ("CPU", "PYTHON", "LLVM", "CUDA")
 # the Python package each optional device needs, and what to install when it is missing
 REQUIRES = {"LLVM": "llvmlite"}
-INSTALL_HINTS = {"LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)'}
+INSTALL_HINTS = {
+    "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
+    "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
+    "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
+}
+# devices whose buffers live in the device's own memory (not host memory): copies go through the device's allocator
+DEVICE_MEMORY = ("CUDA",)
 # devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
 
@@ -29,6 +35,7 @@ class _Device:
     def __init__(self) -> None:
         self._opened: dict[str, Any] = {}
         self._usable: dict[str, bool] = {}
+        self._problems: dict[str, str] = {}  # why a device is not usable, where more is known than its hint
         # not checked here: a DEVICE whose package is missing fails at its first use, not at import
         self.DEFAULT: str = self._name(os.environ.get("DEVICE") or "CPU")
 
@@ -47,7 +54,7 @@ class _Device:
             return self.DEFAULT
         base = self._name(name)
         if not self.usable(base):
-            raise DeviceUnavailable(INSTALL_HINTS[base])
+            raise DeviceUnavailable(self._problems.get(base) or INSTALL_HINTS[base])
         return base
 
     def usable(self, name: str) -> bool:
@@ -58,7 +65,15 @@ class _Device:
         """
         base = self._name(name)
         if base not in self._usable:
-            self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
+            if base == "CUDA":
+                # no Python package: the driver and NVRTC libraries, and a GPU, are what it needs
+                from zeptograd.runtime.ops_cuda import cuda_problem
+
+                if (problem := cuda_problem()) is not None:
+                    self._problems[base] = problem
+                self._usable[base] = problem is None
+            else:
+                self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
         return self._usable[base]
 
     def get_available_devices(self) -> list[str]:
@@ -72,6 +87,10 @@ class _Device:
                 from zeptograd.runtime.ops_cpu import CPUDevice
 
                 self._opened[name] = CPUDevice()
+            elif name == "CUDA":
+                from zeptograd.runtime.ops_cuda import CUDADevice
+
+                self._opened[name] = CUDADevice()
             elif name == "LLVM":
                 from zeptograd.runtime.ops_llvm import LLVMDevice
 
