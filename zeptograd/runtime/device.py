@@ -13,10 +13,13 @@ import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON", "LLVM")
+DEVICES = ("CPU", "PYTHON", "LLVM", "CL")
 # the Python package each optional device needs, and what to install when it is missing
-REQUIRES = {"LLVM": "llvmlite"}
-INSTALL_HINTS = {"LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)'}
+REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
+INSTALL_HINTS = {
+    "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
+    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or pip install "pyopencl[pocl]")',
+}
 # devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
 
@@ -62,7 +65,7 @@ class _Device:
         return self._usable[base]
 
     def get_available_devices(self) -> list[str]:
-        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM']` with llvmlite."""
+        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite and pyopencl."""
         return [d for d in DEVICES if self.usable(d)]
 
     def __getitem__(self, name: str) -> Any:
@@ -76,6 +79,10 @@ class _Device:
                 from zeptograd.runtime.ops_llvm import LLVMDevice
 
                 self._opened[name] = LLVMDevice()
+            elif name == "CL":
+                from zeptograd.runtime.ops_cl import CLDevice
+
+                self._opened[name] = CLDevice()
             else:
                 from zeptograd.runtime.ops_python import PythonDevice
 
