@@ -26,6 +26,15 @@ The rules, in order (each applied only where its amount divides the axis):
 4. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
    that divides evenly across `THREADS` cores; when none does, the outermost loop is padded to a multiple
    of `THREADS` first (PADTO: the extra iterations are gated off).
+
+On a GPU-style device (`renderer.has_local`: CL) there are no threads; instead:
+
+- a reduction with few outputs (under `GROUP_MAX_OUTPUTS`) over at least `GROUP_MIN_REDUCE` elements is shared
+  by the work-items of a group first (GROUPTOP: each reduces a contiguous run, so the reads of one work-item
+  walk memory in order, as a CPU core's do), then the CPU rules above run on what is left;
+- the innermost output axis that divides gets `LOCAL_SIZE` work-items a group (or fewer): one work-group is one
+  task for PoCL's threads, so groups of one work-item each would cost a task per element (the device's own
+  work-group limit caps it).
 """
 
 from __future__ import annotations
@@ -39,6 +48,10 @@ from zeptograd.dtype import PtrDType
 from zeptograd.helpers import THREADS
 from zeptograd.uop.ops import Ops, UOp
 
+GROUP_MAX_OUTPUTS = 64  # more outputs than this keep the device busy one work-group per output
+GROUP_MIN_REDUCE = 4096  # a shorter reduction costs less than the barrier and the second pass
+GROUP_SIZE = 16
+LOCAL_SIZE = 64
 THREAD_MIN_WORK = 1 << 17  # below this a kernel runs in less time than waking a second core takes
 SWAP_MIN_BYTES = 8 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
 
@@ -88,9 +101,9 @@ def _store_index(ast: UOp) -> UOp | None:
     return stores[0].src[0].src[1] if len(stores) == 1 else None
 
 
-def _try(ast: UOp, opts: list[Opt], opt: Opt) -> UOp:
+def _try(ast: UOp, opts: list[Opt], opt: Opt, max_local: int = 0) -> UOp:
     try:
-        new = apply_opt(ast, opt)
+        new = apply_opt(ast, opt, max_local)
     except OptError:
         return ast
     opts.append(opt)
@@ -144,23 +157,8 @@ def _second_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> U
     return None
 
 
-def gpu_thread_plan(ast: UOp) -> list[Opt]:
-    """The plan for a GPU renderer that has no work-group launches yet (`renderer.thread_per_output`): one thread
-    per index of the largest output axis (the innermost of equal ones: it is the contiguous one, so neighbouring
-    threads touch neighbouring addresses), each running the kernel's other loops. A THREAD opt whose chunks are
-    one iteration long: the core index is the thread's global id."""
-    outs = output_axes(ast)
-    if not outs or any(r.src[0].op is not Ops.CONST for r in outs):
-        return []
-    sizes = [r.src[0].arg for r in outs]
-    axis = max(range(len(outs)), key=lambda i: (sizes[i], i))
-    return [Opt(OptOps.THREAD, axis, sizes[axis])] if sizes[axis] > 1 else []
-
-
 def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
     """The heuristic plan for kernel `ast` (see the module docstring)."""
-    if getattr(renderer, "thread_per_output", False):
-        return gpu_thread_plan(ast)
     opts: list[Opt] = []
     outs, reds = output_axes(ast), reduce_axes(ast)
     reads, out_index = _reads(ast), _store_index(ast)
@@ -168,6 +166,9 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         return opts
     sizes = [r.src[0].arg for r in outs]
     work = math.prod(sizes) * math.prod(r.src[0].arg for r in reds)
+    gpu = getattr(renderer, "max_local_size", 0) if getattr(renderer, "has_local", False) else 0
+    if gpu:
+        return _gpu_opts(ast, renderer, gpu)
     mm = _matmul_axes(outs, reads, out_index) if reds else None
     if mm is not None:
         m, n = mm
@@ -212,4 +213,31 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
             even = 0
         if even is not None:
             ast = _try(ast, opts, Opt(OptOps.THREAD, even, threads))
+    return opts
+
+
+def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
+    """The plan on a GPU-style device (the module docstring's last rules around the CPU's)."""
+    opts: list[Opt] = []
+    outs, reds = output_axes(ast), reduce_axes(ast)
+    outputs = math.prod(r.src[0].arg for r in outs)
+    grouped = False
+    if reds and outputs < GROUP_MAX_OUTPUTS and reds[-1].src[0].arg >= GROUP_MIN_REDUCE:
+        amount = _divisor(reds[-1].src[0].arg, (GROUP_SIZE, 8, 4, 2))
+        if amount is not None:
+            before = len(opts)
+            ast = _try(ast, opts, Opt(OptOps.GROUPTOP, len(reds) - 1, amount), max_local)
+            grouped = len(opts) > before
+    # the CPU's plan without threads, from what is left
+    for opt in hand_coded_opts(ast, None):
+        if opt.op is not OptOps.THREAD:
+            ast = _try(ast, opts, opt, max_local)
+    if not grouped:
+        for i in reversed(range(len(output_axes(ast)))):
+            size = output_axes(ast)[i].src[0].arg
+            if (
+                amount := _divisor(size, tuple(n for n in (LOCAL_SIZE, 32, 16, 8, 4, 2) if n <= max_local))
+            ) is not None:
+                ast = _try(ast, opts, Opt(OptOps.LOCAL, i, amount), max_local)
+                break
     return opts

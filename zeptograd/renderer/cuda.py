@@ -9,12 +9,10 @@ has (it budgets registers for that many). What differs from the C device's C:
 - the math is CUDA's (`exp2f`, `sqrtf`, `fmaf`, ...; NVRTC runs without fast math and with `--fmad=false`,
   so `a * b + c` is rounded twice unless the program asks for the fused multiply-add, as on the CPU);
 - bit casts are the `__int_as_float` family, or a union for the pairs that have none;
-- the core index of a THREAD opt (`SPECIAL("core")`) is the thread's global id,
-  `blockIdx.x * blockDim.x + threadIdx.x`, and the threads past the end of the split axis return at once
-  (the runtime launches whole blocks of `BLOCK` threads).
+- the launch indices (codegen/gpudims.py) are `blockIdx` (`gidxN`) and `threadIdx` (`lidxN`), dimensions 0, 1, 2
+  as x, y, z; local memory is `__shared__` and BARRIER is `__syncthreads()`.
 
-Vectors are not rendered (every op is one lane: `max_lanes` is 1); float4 loads come with the GPU launch
-machinery.
+Vectors are not rendered (every op is one lane: `max_lanes` is 1); float4 loads and stores are still to come.
 
 >>> from zeptograd import Tensor
 >>> from zeptograd.codegen import get_program
@@ -26,6 +24,9 @@ True
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import CRenderer, render_const
@@ -89,17 +90,24 @@ class CUDARenderer(CRenderer):
     """Renders a linear program as a CUDA C kernel (see the module docstring)."""
 
     device = "CUDA"
-    restrict = "__restrict__"
-    BLOCK = 256  # threads per block of a kernel split by a THREAD opt (its launch bounds)
-    thread_per_output = True  # the heuristic's plan: a thread per output index (codegen/heuristic.py)
+    has_local = True  # launched over blocks of threads: codegen/gpudims.py makes the launch indices
+    max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
+
+    def supported_dtypes(self) -> frozenset[DType]:
+        """Every scalar dtype C has, half and double included (every GPU from sm_53 on has both).
+
+        >>> dtypes.float16 in CUDARenderer().supported_dtypes()
+        True
+        """
+        return frozenset(CUDA_DTYPES)
 
     def max_lanes(self, op: Ops, dt: DType) -> int:
         """One lane for every op: the renderer writes no vector types yet."""
         return 1
 
-    def type_of(self, dt: DType) -> str:
+    def type_name(self, dt: DType) -> str:
         if isinstance(dt, PtrDType):
-            return self.type_of(dt.base) + "*"
+            return self.type_name(dt.base) + "*"
         if dt.count > 1 or dt not in CUDA_TYPES:
             raise NotImplementedError(f"the CUDA renderer has no type for {dt!r}")
         return CUDA_TYPES[dt]
@@ -109,41 +117,57 @@ class CUDARenderer(CRenderer):
             return f"((half)({render_const(value, dtypes.float32)}))"
         if dtypes.is_int(dt) and dt.itemsize < 4:
             assert isinstance(value, int)
-            return f"(({self.type_of(dt)})({value}))"
+            return f"(({self.type_name(dt)})({value}))"
         return render_const(value, dt)
 
-    def math(self, op: Ops, dt: DType, x: str) -> str:
-        fn = _MATH[op]
-        if dt is dtypes.float64:
-            return f"{fn}({x})"
-        if dt is dtypes.float32:
-            return f"{fn}f({x})"
-        return f"(({self.type_of(dt)})({fn}f((float)({x}))))"  # half computes in float, as on the CPU
+    def param(self, u: UOp, name: str, written: bool) -> str:
+        assert isinstance(u.dtype, PtrDType)
+        return f"{'' if written else 'const '}{self.type_name(u.dtype.base)}* __restrict__ {name}"
 
-    def special(self, u: UOp) -> tuple[str | None, list[str]]:
-        if u.arg != "core":
-            raise NotImplementedError(f"the CUDA renderer has no thread index {u.arg!r}")
-        t, n = self.type_of(u.dtype), u.src[0].arg
-        # the launch is whole blocks: the threads past the last chunk have nothing to do
-        return None, [
-            f"const {t} {u.arg} = ({t})blockIdx.x * ({t})blockDim.x + ({t})threadIdx.x;",
-            f"if ({u.arg} >= {n}) return;",
-        ]
+    def special(self, u: UOp, params: list[tuple[int, str]]) -> str | None:
+        kind = {"g": "blockIdx", "l": "threadIdx"}.get(u.arg[0])
+        if kind is None or u.arg[:4] not in ("gidx", "lidx") or u.arg[4:] not in ("0", "1", "2"):
+            raise NotImplementedError(f"the CUDA renderer has no launch index {u.arg!r} (gidxN and lidxN)")
+        t = self.type_name(u.dtype)
+        return f"const {t} {u.arg} = ({t}){kind}.{'xyz'[int(u.arg[4:])]};"
 
-    def bitcast(self, src: DType, dst: DType, x: str) -> str:
+    def bitcast(self, u: UOp, x: str) -> str:
+        src, dst = u.src[0].dtype, u.dtype
         if (fn := _BITCASTS.get((src, dst))) is not None:
             return f"{fn}({x})"
-        return f"zg_bitcast<{self.type_of(dst)}, {self.type_of(src)}>({x})"
+        return f"zg_bitcast<{self.type_name(dst)}, {self.type_name(src)}>({x})"
 
-    def kernel(self, name: str, args: str, body: list[str], needs_floor: bool, vectors: bool) -> str:
-        source = "\n".join(body)
-        threads = self.BLOCK if "threadIdx.x" in source else 1
-        head = f'extern "C" __global__ void __launch_bounds__({threads}) {name}({args}) {{'
-        half = "#include <cuda_fp16.h>\n" if "half" in args or "half" in source else ""
-        prelude = half + PRELUDE + (FLOOR_HELPERS if needs_floor else "")
-        return "\n".join([prelude, head, *body, "}", ""])
+    def other(self, u: UOp, src: list[str], names: dict[UOp, str]) -> str | None:
+        if u.op is Ops.DEFINE_LOCAL:
+            assert isinstance(u.dtype, PtrDType)
+            names[u] = f"temp{u.arg}"
+            return f"__shared__ {self.type_name(u.dtype.base)} {names[u]}[{u.dtype.size}];"
+        if u.op is Ops.BARRIER:
+            return "__syncthreads();"
+        return super().other(u, src, names)
+
+    def render(self, name: str, uops: Sequence[UOp]) -> str:
+        # the launch bounds: the threads of one block, the product of the lidx sizes
+        self._block = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
+        return super().render(name, uops)
+
+    def head(self, name: str, args: str) -> str:
+        return f'extern "C" __global__ void __launch_bounds__({self._block}) {name}({args}) {{'
+
+    def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
+        used = {u.dtype.scalar() for u in uops} | {u.dtype.base.scalar() for u in uops if isinstance(u.dtype, PtrDType)}
+        half = "#include <cuda_fp16.h>\n" if dtypes.float16 in used else ""
+        return half + PRELUDE + (FLOOR_HELPERS if needs_floor else "")
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
-        if u.op is Ops.MULACC and u.dtype in (dtypes.float32, dtypes.float64):
-            return f"{'fmaf' if u.dtype is dtypes.float32 else 'fma'}({', '.join(src)})", False
+        op, dt = u.op, u.dtype
+        if op is Ops.MULACC and dt in (dtypes.float32, dtypes.float64):
+            return f"{'fmaf' if dt is dtypes.float32 else 'fma'}({', '.join(src)})", False
+        if op in _MATH:
+            fn = _MATH[op]
+            if dt is dtypes.float64:
+                return f"{fn}({src[0]})", False
+            if dt is dtypes.float32:
+                return f"{fn}f({src[0]})", False
+            return f"(({self.type_name(dt)})({fn}f((float)({src[0]}))))", False  # half computes in float, as on the CPU
         return super()._alu(u, src)

@@ -13,11 +13,12 @@ import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON", "LLVM", "CUDA")
+DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA")
 # the Python package each optional device needs, and what to install when it is missing
-REQUIRES = {"LLVM": "llvmlite"}
+REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
 INSTALL_HINTS = {
     "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
+    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or pip install "pyopencl[pocl]")',
     "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
     "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
 }
@@ -77,7 +78,7 @@ class _Device:
         return self._usable[base]
 
     def get_available_devices(self) -> list[str]:
-        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM']` with llvmlite."""
+        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite and pyopencl."""
         return [d for d in DEVICES if self.usable(d)]
 
     def __getitem__(self, name: str) -> Any:
@@ -95,6 +96,10 @@ class _Device:
                 from zeptograd.runtime.ops_llvm import LLVMDevice
 
                 self._opened[name] = LLVMDevice()
+            elif name == "CL":
+                from zeptograd.runtime.ops_cl import CLDevice
+
+                self._opened[name] = CLDevice()
             else:
                 from zeptograd.runtime.ops_python import PythonDevice
 

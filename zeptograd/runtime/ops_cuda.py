@@ -30,7 +30,6 @@ import ctypes
 import ctypes.util
 import hashlib
 import importlib.util
-import math
 import os
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -326,15 +325,21 @@ class CUDAAllocator:
         self.driver.check(self.driver.lib.cuMemcpyDtoD_v2(dst, src, nbytes), "cuMemcpyDtoD")
 
 
-def launch_dims(threads: int, block: int = CUDARenderer.BLOCK) -> tuple[int, int]:
-    """(blocks, threads per block) for a kernel split into `threads` chunks by a THREAD opt: whole blocks of
-    `block` threads (the kernel's launch bounds), the last one partly idle (its extra threads return at once).
+def launch_dims(program: ProgramSpec) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(blocks, threads per block) per dimension x, y, z of a program's launch (codegen/gpudims.py gives the
+    work-items in all and per work-group, as OpenCL counts them; CUDA counts blocks).
 
-    >>> launch_dims(1), launch_dims(100), launch_dims(1000)
-    ((1, 1), (1, 100), (4, 256))
+    >>> from zeptograd.codegen import ProgramSpec
+    >>> launch_dims(ProgramSpec("k", (), "", (), 0, 0, launch_global=(1024, 3, 1), launch_local=(64, 1, 1)))
+    ((16, 3, 1), (64, 1, 1))
     """
-    per_block = min(block, threads)
-    return math.ceil(threads / per_block), per_block
+    total = tuple(program.launch_global) + (1,) * (3 - len(program.launch_global))
+    local = tuple(program.launch_local) + (1,) * (3 - len(program.launch_local))
+    grid = tuple(g // max(lo, 1) for g, lo in zip(total, local))
+    if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
+        # CUDA's limits on the grid: y and z far smaller than x
+        raise CUDAError(f"{program.name}: a grid of {grid} blocks is over CUDA's limits (2**31-1, 65535, 65535)")
+    return (grid[0], grid[1], grid[2]), (local[0], local[1], local[2])
 
 
 class CUDADevice:
@@ -366,14 +371,14 @@ class CUDADevice:
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
         fn = self.function(program.src, program.name)
         n_args = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
-        grid, block = launch_dims(program.threads)
+        (gx, gy, gz), (bx, by, bz) = launch_dims(program)
         lib, check, name = self.driver.lib, self.driver.check, program.name
 
         def run(bufs: Sequence[Buffer]) -> None:
             # cuLaunchKernel takes a pointer to each argument's value; it copies them before returning
             values = [ctypes.c_uint64(b.address) for b in bufs[:n_args]]
             params = (ctypes.c_void_p * max(n_args, 1))(*[ctypes.addressof(v) for v in values])
-            check(lib.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, None, params, None), f"launch {name}")
+            check(lib.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, 0, None, params, None), f"launch {name}")
 
         return run
 
