@@ -12,9 +12,12 @@ the GPU and the host. The whole op suite runs with `DEVICE=CUDA pytest test/test
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -272,3 +275,80 @@ def test_large_launch() -> None:
     np.testing.assert_allclose((cuda(a) * 3 + 1).numpy(), a * 3 + 1, rtol=1e-6)
     b = RNG.standard_normal((300, 70001)).astype(np.float32)  # a launch dimension that is not a power of two
     np.testing.assert_allclose((cuda(b) + 1).sum(0).numpy(), (b + 1).sum(0, dtype=np.float64), rtol=1e-4, atol=1e-3)
+
+
+# ---- buffers in device memory, without a GPU ----
+
+
+class _HostAllocator:
+    """Device memory stood in for by host memory behind the allocator's interface (what CUDAAllocator offers)."""
+
+    def __init__(self) -> None:
+        self.live: dict[int, np.ndarray] = {}
+
+    def alloc(self, nbytes: int) -> int:
+        raw = np.zeros(max(nbytes, 1), np.uint8)
+        self.live[raw.ctypes.data] = raw
+        return raw.ctypes.data
+
+    def free(self, address: int, nbytes: int) -> None:
+        del self.live[address]
+
+    def copyin(self, address: int, host: np.ndarray) -> None:
+        ctypes.memmove(address, host.ctypes.data, host.nbytes)
+
+    def copyout(self, host: np.ndarray, address: int) -> None:
+        ctypes.memmove(host.ctypes.data, address, host.nbytes)
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+
+@pytest.fixture
+def host_stand_in() -> Iterator[_HostAllocator]:
+    """ "CUDA" as the CPU device's compiler and runner with its buffers behind an allocator: the device-memory path
+    of Buffer (allocate, copies in and out, copies between devices, windows of the memory planner) runs in CI."""
+    if Device.usable("CUDA"):
+        pytest.skip("a real CUDA device is here: test_cuda's GPU tests cover this")
+    from zeptograd.engine import realize
+    from zeptograd.runtime.ops_cpu import CPUDevice
+
+    dev = CPUDevice()
+    dev.allocator = _HostAllocator()  # type: ignore[attr-defined]
+    Device._opened["CUDA"], Device._usable["CUDA"] = dev, True
+    try:
+        yield dev.allocator  # type: ignore[attr-defined]
+    finally:
+        gc.collect()
+        del Device._opened["CUDA"]
+        Device._usable.pop("CUDA")
+        for key in [k for k in realize._programs if k[0] == "CUDA"]:
+            del realize._programs[key]
+
+
+def test_device_memory_buffers(host_stand_in: _HostAllocator) -> None:
+    a = RNG.standard_normal((6, 5)).astype(np.float32)
+    x = Tensor(a, device="CUDA")
+    np.testing.assert_array_equal(x.numpy(), a)
+    assert host_stand_in.live, "the buffer's memory came from the device's allocator"
+    np.testing.assert_array_equal(x.to("CPU").numpy(), a)
+    np.testing.assert_array_equal(Tensor(a).to("CUDA").numpy(), a)
+    np.testing.assert_allclose(
+        ((x * 2 + 1).exp().sum(1) + x.max(1)).numpy(), np.exp(a * 2 + 1).sum(1) + a.max(1), rtol=1e-5
+    )
+    np.testing.assert_allclose((x @ x.T).numpy(), a @ a.T, rtol=1e-5, atol=1e-5)
+    y = (x + 1).contiguous()
+    np.testing.assert_array_equal(y.to("CUDA").numpy(), a + 1)  # a copy between two buffers of the device
+    x.assign(x * 3)
+    x[1:3] = 0.0
+    want = a * 3
+    want[1:3] = 0.0
+    np.testing.assert_array_equal(x.numpy(), want)
+    r = Tensor.rand(1000, device="CUDA").numpy()
+    assert r.shape == (1000,) and 0 <= r.min() and r.max() < 1
+    w = Tensor(np.ones((5, 1), np.float32), device="CUDA", requires_grad=True)
+    ((Tensor(a, device="CUDA") @ w).square().mean()).backward()
+    assert w.grad is not None
+    np.testing.assert_allclose(w.grad.numpy(), 2 * a.T @ (a @ np.ones((5, 1), np.float32)) / 6, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="CUDA memory"):
+        x._buffer().array()  # no host view of device memory: .numpy() copies

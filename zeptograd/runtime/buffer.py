@@ -122,7 +122,8 @@ class Buffer:
                 if self.base is not None:
                     self.address = self.base.allocate().address + self.offset
                 else:
-                    self.address = _allocator(self.device).alloc(self.nbytes)
+                    self._allocator = _allocator(self.device)
+                    self.address = self._allocator.alloc(self.nbytes)
                     self._owned = True
                     GlobalCounters.mem_used += self.nbytes
                     if GlobalCounters.mem_used > GlobalCounters.mem_peak:
@@ -189,7 +190,7 @@ class Buffer:
     def __del__(self) -> None:
         if self._owned:
             GlobalCounters.mem_used -= self.nbytes
-            _allocator(self.device).free(self.address, self.nbytes)
+            self._allocator.free(self.address, self.nbytes)  # the allocator that gave it
         if self._raw is not None:
             GlobalCounters.mem_used -= self.nbytes
             pool.give(self.device, self._raw, self.nbytes, self.address)

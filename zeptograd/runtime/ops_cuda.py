@@ -42,6 +42,7 @@ from zeptograd.codegen import ProgramSpec
 from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
+from zeptograd.runtime.ops_cpu import cache_dir
 from zeptograd.uop.ops import Ops
 
 
@@ -152,6 +153,8 @@ class CompiledCUDA:
 
 
 _compiled: dict[tuple[str, str], CompiledCUDA] = {}
+# --fmad=false: a*b+c is fused only where the program has a MULACC, as on the CPU and LLVM devices
+COMPILE_OPTIONS = ("--fmad=false",)
 
 
 def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel") -> CompiledCUDA:
@@ -173,8 +176,7 @@ def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel") -> Compile
     prog = ctypes.c_void_p()
     _nvrtc_check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), file, 0, None, None), "create")
     try:
-        # --fmad=false: a*b+c is fused only where the program has a MULACC, as on the CPU and LLVM devices
-        options = [f"--gpu-architecture={arch}", "--fmad=false", *(f"-I{d}" for d in nv.include)]
+        options = [f"--gpu-architecture={arch}", *COMPILE_OPTIONS, *(f"-I{d}" for d in nv.include)]
         argv = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
         status = lib.nvrtcCompileProgram(prog, len(options), argv)
         size = ctypes.c_size_t()
@@ -360,13 +362,33 @@ class CUDADevice:
         """The kernel `name` of CUDA C `src`, compiled and loaded (once per source)."""
         if (fn := self._functions.get((src, name))) is not None:
             return fn
-        cubin = compile_cuda(src, self.arch, name).cubin
+        cubin = self._cubin(src, name)
         module, fn = ctypes.c_void_p(), ctypes.c_void_p()
         self.driver.check(self.driver.lib.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
         self.driver.check(self.driver.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), name)
         self._modules.append(module)
         self._functions[(src, name)] = fn
         return fn
+
+    def _cubin(self, src: str, name: str) -> bytes:
+        """The CUBIN of `src` for this GPU: from the disk cache (keyed by the source, the arch and the NVRTC that
+        compiles it), else compiled by NVRTC and written there (a rerun of a program skips NVRTC)."""
+        nv = _load_nvrtc()
+        key = hashlib.sha256(f"{nv.path} {nv.version} {self.arch} {COMPILE_OPTIONS}\n{src}".encode()).hexdigest()
+        path = cache_dir() / f"cuda-{key}.cubin"
+        try:
+            return path.read_bytes()
+        except OSError:
+            pass
+        cubin = compile_cuda(src, self.arch, name).cubin
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(cubin)
+            tmp.replace(path)  # atomic: a concurrent reader sees the whole file or none
+        except OSError:
+            pass  # a read-only cache folder only costs the next run a compile
+        return cubin
 
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
         fn = self.function(program.src, program.name)
