@@ -102,6 +102,19 @@ def test_every_claimed_dtype_compiles(dtype: DType, tmp_path: Path) -> None:
 
 
 @needs_nvrtc
+def test_casts_between_every_pair_compile(tmp_path: Path) -> None:
+    srcs = []
+    for src_dt in CLAIMED:
+        a = t((3, 5), src_dt)
+        srcs += kernels(*[a.cast(dst) for dst in CLAIMED if dst is not src_dt])
+        if src_dt.itemsize in (2, 4, 8) and src_dt is not dtypes.bool:
+            same = [d for d in CLAIMED if d.itemsize == src_dt.itemsize and d is not src_dt and d is not dtypes.bool]
+            srcs += kernels(*[a.bitcast(d) for d in same])
+    for src in srcs:
+        accepted(src, tmp_path)
+
+
+@needs_nvrtc
 def test_op_families_compile(tmp_path: Path) -> None:
     x, w, idx = t((64, 48)), t((48, 40)), Tensor(RNG.integers(0, 64, (10,)).astype(np.int32))
     big = t((2, 16384))

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import C_TYPES, CRenderer, render_const
-from zeptograd.uop.ops import GroupOp, Ops, UOp
+from zeptograd.uop.ops import Ops, UOp
 
 CL_TYPES: dict[DType, str] = {
     dtypes.bool: "bool",

@@ -18,7 +18,8 @@ DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA")
 REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
 INSTALL_HINTS = {
     "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
-    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or pip install "pyopencl[pocl]")',
+    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" '
+    '(or pip install "pyopencl[pocl]")',
     "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
     "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
 }
@@ -78,7 +79,8 @@ class _Device:
         return self._usable[base]
 
     def get_available_devices(self) -> list[str]:
-        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite and pyopencl."""
+        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite
+        and pyopencl, and 'CUDA' where there is an NVIDIA GPU."""
         return [d for d in DEVICES if self.usable(d)]
 
     def __getitem__(self, name: str) -> Any:
