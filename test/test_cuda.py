@@ -154,6 +154,20 @@ def test_rendered_kernel_shape() -> None:
 
 
 @needs_nvrtc
+def test_launch_dimension_over_cuda_limit_moves_to_x(tmp_path: Path) -> None:
+    from zeptograd.helpers import Context
+    from zeptograd.runtime.ops_cuda import launch_dims
+
+    x = Tensor.empty(3, 100_000).T.contiguous()  # unoptimized: 3 blocks on dimension 0, 100000 on dimension 1
+    items, _ = create_schedule([x.uop], ["CPU"])
+    with Context(NOOPT=1):
+        program = get_program(items[-1].ast, CUDARenderer())
+    assert "gidx1 = (int)blockIdx.x" in program.src and "gidx0 = (int)blockIdx.y" in program.src
+    assert launch_dims(program) == ((100_000, 3, 1), (1, 1, 1))
+    accepted(program.src, tmp_path)
+
+
+@needs_nvrtc
 def test_compile_error_has_log_and_source() -> None:
     from zeptograd.runtime.ops_cuda import CUDACompileError
 

@@ -25,6 +25,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -69,6 +70,31 @@ __device__ __forceinline__ long long floormod(long long a, long long b) {
   return r + (((r != 0) & ((r < 0) != (b < 0))) ? b : 0);
 }
 """
+
+# CUDA's limits per axis x, y, z: blocks in the grid, threads in a block
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
+
+
+def launch_order(uops: Sequence[UOp]) -> tuple[int, ...]:
+    """Which CUDA axis (0, 1, 2: x, y, z) runs each launch dimension of a program (its gidxN / lidxN): dimension n
+    on axis n, unless that is over CUDA's limits (more than 65535 blocks on y or z, more than 64 threads on z);
+    then the first order, in itertools' order, that fits. The renderer and the runtime both use it.
+
+    >>> from zeptograd.uop.ops import UOp
+    >>> g = lambda n, size: UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, size),), f"gidx{n}")
+    >>> launch_order([g(0, 5), g(1, 70000)]), launch_order([g(0, 70000), g(1, 5)])
+    ((1, 0, 2), (0, 1, 2))
+    """
+    groups, local = [1, 1, 1], [1, 1, 1]
+    for u in uops:
+        if u.op is Ops.SPECIAL and u.arg[:4] in ("gidx", "lidx"):
+            (groups if u.arg[0] == "g" else local)[int(u.arg[4:])] = u.src[0].arg
+    for order in itertools.permutations(range(3)):
+        if all(groups[n] <= GRID_LIMITS[order[n]] and local[n] <= BLOCK_LIMITS[order[n]] for n in range(3)):
+            return order
+    raise ValueError(f"a launch of {groups} blocks of {local} threads fits no order of CUDA's axes")
+
 
 _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 # the intrinsics that reinterpret bits, by (from, to); other pairs go through zg_bitcast's union
@@ -129,7 +155,7 @@ class CUDARenderer(CRenderer):
         if kind is None or u.arg[:4] not in ("gidx", "lidx") or u.arg[4:] not in ("0", "1", "2"):
             raise NotImplementedError(f"the CUDA renderer has no launch index {u.arg!r} (gidxN and lidxN)")
         t = self.type_name(u.dtype)
-        return f"const {t} {u.arg} = ({t}){kind}.{'xyz'[int(u.arg[4:])]};"
+        return f"const {t} {u.arg} = ({t}){kind}.{'xyz'[self._order[int(u.arg[4:])]]};"
 
     def bitcast(self, u: UOp, x: str) -> str:
         src, dst = u.src[0].dtype, u.dtype
@@ -148,6 +174,7 @@ class CUDARenderer(CRenderer):
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         # the launch bounds: the threads of one block, the product of the lidx sizes
+        self._order = launch_order(uops)
         self._block = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
         return super().render(name, uops)
 

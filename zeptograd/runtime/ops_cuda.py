@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from zeptograd.codegen import ProgramSpec
-from zeptograd.renderer.cuda import CUDARenderer
+from zeptograd.renderer.cuda import CUDARenderer, launch_order
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
 from zeptograd.runtime.ops_cpu import cache_dir
@@ -337,11 +337,14 @@ def launch_dims(program: ProgramSpec) -> tuple[tuple[int, int, int], tuple[int, 
     """
     total = tuple(program.launch_global) + (1,) * (3 - len(program.launch_global))
     local = tuple(program.launch_local) + (1,) * (3 - len(program.launch_local))
-    grid = tuple(g // max(lo, 1) for g, lo in zip(total, local))
-    if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
-        # CUDA's limits on the grid: y and z far smaller than x
-        raise CUDAError(f"{program.name}: a grid of {grid} blocks is over CUDA's limits (2**31-1, 65535, 65535)")
-    return (grid[0], grid[1], grid[2]), (local[0], local[1], local[2])
+    grid, block = [1, 1, 1], [1, 1, 1]
+    try:
+        order = launch_order(program.uops)
+    except ValueError as e:
+        raise CUDAError(f"{program.name}: {e}") from e
+    for n, axis in enumerate(order):  # the axes the renderer put each launch dimension on
+        grid[axis], block[axis] = total[n] // max(local[n], 1), local[n]
+    return (grid[0], grid[1], grid[2]), (block[0], block[1], block[2])
 
 
 class CUDADevice:
@@ -395,6 +398,9 @@ class CUDADevice:
         n_args = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
         (gx, gy, gz), (bx, by, bz) = launch_dims(program)
         lib, check, name = self.driver.lib, self.driver.check, program.name
+
+        if 0 in (gx, gy, gz, bx, by, bz):  # nothing to compute (a launch of zero blocks is an error in CUDA)
+            return lambda bufs: None
 
         def run(bufs: Sequence[Buffer]) -> None:
             # cuLaunchKernel takes a pointer to each argument's value; it copies them before returning
