@@ -12,13 +12,14 @@ the GPU and the host. The whole op suite runs with `DEVICE=CUDA pytest test/test
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from zeptograd.runtime.device import DeviceUnavailable
 from zeptograd.runtime.ops_cuda import _nvidia_dirs, compile_cuda, nvrtc_problem
 from zeptograd.schedule.kernelize import create_schedule
 
+sys.path.insert(0, str(Path(__file__).parent))  # the emulator module next to this file
 needs_nvrtc = pytest.mark.skipif(
     nvrtc_problem() is not None, reason="NVRTC is not installed (pip install -e '.[cuda]')"
 )
@@ -299,52 +301,30 @@ def test_gather_pad_assign_and_training_step() -> None:
 @needs_gpu
 def test_large_launch() -> None:
     a = RNG.standard_normal(1 << 24).astype(np.float32)
-    np.testing.assert_allclose((cuda(a) * 3 + 1).numpy(), a * 3 + 1, rtol=1e-6)
+    np.testing.assert_allclose((cuda(a) * 3 + 1).numpy(), a * 3 + 1, rtol=1e-6, atol=1e-6)  # an FMA or not
     b = RNG.standard_normal((300, 70001)).astype(np.float32)  # a launch dimension that is not a power of two
     np.testing.assert_allclose((cuda(b) + 1).sum(0).numpy(), (b + 1).sum(0, dtype=np.float64), rtol=1e-4, atol=1e-3)
 
 
-# ---- buffers in device memory, without a GPU ----
+# ---- without a GPU: the CUDA C run on the CPU (test/cuda_emulator.py) ----
 
-
-class _HostAllocator:
-    """Device memory stood in for by host memory behind the allocator's interface (what CUDAAllocator offers)."""
-
-    def __init__(self) -> None:
-        self.live: dict[int, np.ndarray] = {}
-
-    def alloc(self, nbytes: int) -> int:
-        raw = np.zeros(max(nbytes, 1), np.uint8)
-        self.live[raw.ctypes.data] = raw
-        return raw.ctypes.data
-
-    def free(self, address: int, nbytes: int) -> None:
-        del self.live[address]
-
-    def copyin(self, address: int, host: np.ndarray) -> None:
-        ctypes.memmove(address, host.ctypes.data, host.nbytes)
-
-    def copyout(self, host: np.ndarray, address: int) -> None:
-        ctypes.memmove(host.ctypes.data, address, host.nbytes)
-
-    def copy(self, dst: int, src: int, nbytes: int) -> None:
-        ctypes.memmove(dst, src, nbytes)
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator compiles with g++")
 
 
 @pytest.fixture
-def host_stand_in() -> Iterator[_HostAllocator]:
-    """ "CUDA" as the CPU device's compiler and runner with its buffers behind an allocator: the device-memory path
-    of Buffer (allocate, copies in and out, copies between devices, windows of the memory planner) runs in CI."""
+def emulated() -> Iterator[Any]:
+    """ "CUDA" as the emulator: the CUDA renderer's kernels compiled by g++ and launched block by block on the CPU,
+    with buffers behind an allocator (the device-memory path of Buffer runs too)."""
     if Device.usable("CUDA"):
-        pytest.skip("a real CUDA device is here: test_cuda's GPU tests cover this")
-    from zeptograd.engine import realize
-    from zeptograd.runtime.ops_cpu import CPUDevice
+        pytest.skip("a real CUDA device is here: the GPU tests above cover this")
+    from cuda_emulator import EmulatedCUDA
 
-    dev = CPUDevice()
-    dev.allocator = _HostAllocator()  # type: ignore[attr-defined]
+    from zeptograd.engine import realize
+
+    dev = EmulatedCUDA()
     Device._opened["CUDA"], Device._usable["CUDA"] = dev, True
     try:
-        yield dev.allocator  # type: ignore[attr-defined]
+        yield dev
     finally:
         gc.collect()
         del Device._opened["CUDA"]
@@ -353,11 +333,12 @@ def host_stand_in() -> Iterator[_HostAllocator]:
             del realize._programs[key]
 
 
-def test_device_memory_buffers(host_stand_in: _HostAllocator) -> None:
+@needs_gxx
+def test_device_memory_buffers(emulated: Any) -> None:
     a = RNG.standard_normal((6, 5)).astype(np.float32)
     x = Tensor(a, device="CUDA")
     np.testing.assert_array_equal(x.numpy(), a)
-    assert host_stand_in.live, "the buffer's memory came from the device's allocator"
+    assert emulated.allocator.live, "the buffer's memory came from the device's allocator"
     np.testing.assert_array_equal(x.to("CPU").numpy(), a)
     np.testing.assert_array_equal(Tensor(a).to("CUDA").numpy(), a)
     np.testing.assert_allclose(
@@ -379,3 +360,34 @@ def test_device_memory_buffers(host_stand_in: _HostAllocator) -> None:
     np.testing.assert_allclose(w.grad.numpy(), 2 * a.T @ (a @ np.ones((5, 1), np.float32)) / 6, rtol=1e-5)
     with pytest.raises(RuntimeError, match="CUDA memory"):
         x._buffer().array()  # no host view of device memory: .numpy() copies
+
+
+@needs_gxx
+def test_emulated_kernels_match_numpy(emulated: Any) -> None:
+    """The CUDA C of a representative op set, run by the emulator, against numpy: shared memory and barriers (a
+    grouped reduction), half, int8 and bool buffers, casts, bit casts, gathers, a matmul and a softmax."""
+    a = RNG.standard_normal((7, 300)).astype(np.float32)
+    x = cuda(a)
+    long = RNG.standard_normal((2, 16384)).astype(np.float32)  # few outputs, one long reduction: GROUPTOP
+    np.testing.assert_allclose(cuda(long).sum(1).numpy(), long.sum(1, dtype=np.float64), rtol=1e-5, atol=1e-4)
+    assert any("__syncthreads" in p.src for p, _ in _cuda_programs()), "the long reduction was grouped"
+    np.testing.assert_allclose(x.softmax(-1).numpy(), np.exp(a) / np.exp(a).sum(-1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose((x @ x.T).numpy(), a @ a.T, rtol=1e-4, atol=1e-4)
+    h = a.astype(np.float16)
+    np.testing.assert_array_equal((cuda(h) * cuda(h)).numpy(), h * h)
+    np.testing.assert_array_equal(x.cast(dtypes.float16).numpy(), h)
+    i8 = RNG.integers(-100, 100, 50).astype(np.int8)
+    np.testing.assert_array_equal((cuda(i8) + cuda(i8)).numpy(), i8 + i8)
+    np.testing.assert_array_equal((cuda(i8) // 7).numpy(), i8 // 7)
+    np.testing.assert_array_equal((x > 0).numpy(), a > 0)
+    np.testing.assert_array_equal(x.bitcast(dtypes.int32).numpy(), a.view(np.int32))
+    idx = RNG.integers(0, 7, 11).astype(np.int32)
+    np.testing.assert_array_equal(x[cuda(idx)].numpy(), a[idx])
+    np.testing.assert_allclose(x.exp2().numpy(), np.exp2(a), rtol=2e-6)
+    np.testing.assert_array_equal(x.max(0).numpy(), a.max(0))
+
+
+def _cuda_programs() -> list[Any]:
+    from zeptograd.engine import realize
+
+    return [v for k, v in realize._programs.items() if k[0] == "CUDA"]
