@@ -18,7 +18,7 @@ DEVICES = ("CPU", "PYTHON", "LLVM", "CL")
 REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
 INSTALL_HINTS = {
     "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
-    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or pip install "pyopencl[pocl]")',
+    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or "pyopencl[pocl]")',
 }
 # devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
@@ -65,7 +65,8 @@ class _Device:
         return self._usable[base]
 
     def get_available_devices(self) -> list[str]:
-        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite and pyopencl."""
+        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite and
+        pyopencl."""
         return [d for d in DEVICES if self.usable(d)]
 
     def __getitem__(self, name: str) -> Any:

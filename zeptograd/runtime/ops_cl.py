@@ -35,7 +35,7 @@ class CLCompileError(RuntimeError):
 def pyopencl() -> Any:
     """The `pyopencl` module; DeviceUnavailable naming what to install when it is missing."""
     try:
-        import pyopencl as cl  # type: ignore[import-untyped]
+        import pyopencl as cl
     except ImportError as e:
         raise DeviceUnavailable(INSTALL_HINTS["CL"]) from e
     return cl
