@@ -153,10 +153,10 @@ class EmulatedCUDA:
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Any]], None]:
         fn = self._library(program)
         grid, block = launch_dims(program)
-        n_args = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
+        used = sorted(u.arg for u in program.uops if u.op is Ops.DEFINE_GLOBAL)  # as the CUDA device passes them
 
         def run(bufs: Sequence[Any]) -> None:
-            args = (ctypes.c_void_p * max(n_args, 1))(*[b.address for b in bufs[:n_args]])
+            args = (ctypes.c_void_p * max(len(used), 1))(*[bufs[i].address for i in used])
             fn(args, *grid, *block)
             self.launches += 1
 

@@ -139,6 +139,25 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     return program
 
 
+class UnsupportedDType(TypeError):
+    """A kernel computes or stores a dtype its device lacks (`renderer.supported_dtypes()` does not list it)."""
+
+
+def check_dtypes(program: Sequence[UOp], renderer: Any) -> None:
+    """Raise UnsupportedDType, naming the device and the dtype, when `program` uses a dtype `renderer` lacks."""
+    supported = renderer.supported_dtypes() if hasattr(renderer, "supported_dtypes") else None
+    if supported is None:
+        return
+    for u in program:
+        dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
+        scalar = dt.scalar()
+        if scalar not in supported and scalar is not dtypes.void and scalar is not dtypes.index:
+            raise UnsupportedDType(
+                f"the {renderer.device} device does not support {scalar!r} (its dtypes: "
+                f"{', '.join(sorted(d.name for d in supported))})"
+            )
+
+
 def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> ProgramSpec:
     """Compile-ready form of a kernel AST for a device's renderer (with `opts` as its plan, if given)."""
     ast = fold_closed_forms(ast)  # counted and named as the loop it becomes
@@ -152,6 +171,7 @@ def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> P
     threads = next((u.src[0].arg for u in program if u.op is Ops.SPECIAL and u.arg == "core"), 1)
     if DEBUG >= 3:
         print(f"{name}: {list(applied)}")
+    check_dtypes(program, renderer)
     src = renderer.render(name, program)
     launch = launch_sizes(program) if getattr(renderer, "has_local", False) else ((), ())
     return ProgramSpec(name, tuple(program), src, global_size, flops, mem, applied, threads, *launch)

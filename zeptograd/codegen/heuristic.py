@@ -232,12 +232,10 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
     for opt in hand_coded_opts(ast, None):
         if opt.op is not OptOps.THREAD:
             ast = _try(ast, opts, opt, max_local)
+    choices = tuple(n for n in (LOCAL_SIZE, 32, 16, 8, 4, 2) if n <= max_local)
     if not grouped:
         for i in reversed(range(len(output_axes(ast)))):
-            size = output_axes(ast)[i].src[0].arg
-            if (
-                amount := _divisor(size, tuple(n for n in (LOCAL_SIZE, 32, 16, 8, 4, 2) if n <= max_local))
-            ) is not None:
+            if (amount := _divisor(output_axes(ast)[i].src[0].arg, choices)) is not None:
                 ast = _try(ast, opts, Opt(OptOps.LOCAL, i, amount), max_local)
                 break
     return opts

@@ -201,22 +201,29 @@ def _group(ast: UOp, opt: Opt, r: UOp, amount: int) -> UOp:
         raise _fail(opt, f"the axis is reduced by {len(reductions)} reductions; GROUP shares exactly one")
     red = reductions[0]
     lidx = UOp(Ops.SPECIAL, dtypes.index, (_index(amount),), f"lidx{len(_local_ids(ast))}")
+    loops: tuple[UOp, ...] = ()
     if size == amount:
-        expr, loops = lidx, ()
+        expr = lidx
     else:
         outer = UOp.range(size // amount, r.arg)
         loops = (outer,)
         expr = lidx * (size // amount) + outer if opt.op is OptOps.GROUPTOP else outer * amount + lidx
     value = red.src[0].substitute({r: expr})
     kept = tuple(s for s in red.src[1:] if s is not r) + loops
-    if any(u.op is Ops.UNROLL and u not in kept for u in value.toposort()):
+    if any(u.op is Ops.UNROLL and all(u is not k for k in kept) for u in value.toposort()):
         raise _fail(opt, "the reduced value has upcast output lanes; GROUP before UPCAST")
     partial = UOp(Ops.REDUCE, red.dtype, (value, *kept), red.arg) if kept else value
     ids = [u.arg for u in ast.toposort() if u.op is Ops.DEFINE_LOCAL]
-    local = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(amount, AddrSpace.LOCAL), (), max(ids, default=-1) + 1)
-    barrier = UOp(Ops.BARRIER, dtypes.void, (local.index(lidx).store(partial),))
+    # the group's other work-items (LOCAL axes) reduce other outputs: each its own row of `amount` partial results
+    row: UOp = _index(0)
+    rows = 1
+    for other in _local_ids(ast):
+        row = row * other.src[0].arg + other
+        rows *= other.src[0].arg
+    local = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(amount * rows, AddrSpace.LOCAL), (), max(ids, default=-1) + 1)
+    barrier = UOp(Ops.BARRIER, dtypes.void, (local.index(row * amount + lidx).store(partial),))
     across = UOp.range(amount, _next_axis(ast))
-    final = UOp(Ops.REDUCE, red.dtype, (local.after(barrier).index(across).load(), across), red.arg)
+    final = UOp(Ops.REDUCE, red.dtype, (local.after(barrier).index(row * amount + across).load(), across), red.arg)
     ast = ast.substitute({red: final})
     # every work-item of the group has the result; the first stores it
     first = lidx.eq(0)

@@ -103,10 +103,14 @@ class OpenCLRenderer(CRenderer):
     def const(self, value: object, dt: DType) -> str:
         if dt.count > 1:
             return f"(({self.type_name(dt)})({self.const(value, dt.scalar())}))"
+        if dt is not dtypes.bool and dt.itemsize < 4:
+            # C's small-type literal is a cast of an int or float literal: the same with OpenCL's type names
+            wide = dtypes.float32 if dtypes.is_float(dt) else dtypes.int32
+            return f"(({self.type_name(dt)}){render_const(value, wide)})"
         text = render_const(value, dt)
         if dt.itemsize == 8 and not dtypes.is_float(dt):
             text = text.replace("ll", "l")  # OpenCL's long is 64 bits; it has no long long
-        return text.replace("_Float16", "half")
+        return text
 
     def param(self, u: UOp, name: str, written: bool) -> str:
         assert isinstance(u.dtype, PtrDType)

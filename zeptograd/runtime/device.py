@@ -18,8 +18,7 @@ DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA")
 REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
 INSTALL_HINTS = {
     "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
-    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" '
-    '(or pip install "pyopencl[pocl]")',
+    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or "pyopencl[pocl]")',
     "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
     "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
 }

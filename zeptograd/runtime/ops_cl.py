@@ -35,7 +35,7 @@ class CLCompileError(RuntimeError):
 def pyopencl() -> Any:
     """The `pyopencl` module; DeviceUnavailable naming what to install when it is missing."""
     try:
-        import pyopencl as cl  # type: ignore[import-untyped]
+        import pyopencl as cl
     except ImportError as e:
         raise DeviceUnavailable(INSTALL_HINTS["CL"]) from e
     return cl
@@ -91,9 +91,13 @@ class CLDevice:
         if variables:
             raise NotImplementedError("symbolic variables on the CL device")
 
+        # a kernel's parameters are the buffers it uses, in DEFINE_GLOBAL order (one the kernel no longer reads is
+        # not a parameter; the CPU's C ignores it as an extra argument, OpenCL refuses it)
+        used = sorted(u.arg for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
+
         def run(bufs: Sequence[Buffer]) -> None:
-            for i, b in enumerate(bufs):
-                kernel.set_arg(i, self.cl_buffer(b))
+            for position, i in enumerate(used):
+                kernel.set_arg(position, self.cl_buffer(bufs[i]))
             self.cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
             queue.finish()  # the host reads the bytes next
 

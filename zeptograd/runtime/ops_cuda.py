@@ -395,7 +395,9 @@ class CUDADevice:
 
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
         fn = self.function(program.src, program.name)
-        n_args = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
+        # the kernel's parameters are the buffers it uses, in DEFINE_GLOBAL order: a buffer of the schedule item that
+        # the kernel no longer reads has no parameter
+        used = sorted(u.arg for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
         (gx, gy, gz), (bx, by, bz) = launch_dims(program)
         lib, check, name = self.driver.lib, self.driver.check, program.name
 
@@ -404,8 +406,8 @@ class CUDADevice:
 
         def run(bufs: Sequence[Buffer]) -> None:
             # cuLaunchKernel takes a pointer to each argument's value; it copies them before returning
-            values = [ctypes.c_uint64(b.address) for b in bufs[:n_args]]
-            params = (ctypes.c_void_p * max(n_args, 1))(*[ctypes.addressof(v) for v in values])
+            values = [ctypes.c_uint64(bufs[i].address) for i in used]
+            params = (ctypes.c_void_p * max(len(used), 1))(*[ctypes.addressof(v) for v in values])
             check(lib.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, 0, None, params, None), f"launch {name}")
 
         return run
