@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from zeptograd.codegen import ProgramSpec
+from zeptograd.helpers import DEBUG
 from zeptograd.renderer.cuda import CUDARenderer, launch_order
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
@@ -332,6 +333,7 @@ def launch_dims(program: ProgramSpec) -> tuple[tuple[int, int, int], tuple[int, 
     work-items in all and per work-group, as OpenCL counts them; CUDA counts blocks).
 
     >>> from zeptograd.codegen import ProgramSpec
+from zeptograd.helpers import DEBUG
     >>> launch_dims(ProgramSpec("k", (), "", (), 0, 0, launch_global=(1024, 3, 1), launch_local=(64, 1, 1)))
     ((16, 3, 1), (64, 1, 1))
     """
@@ -409,6 +411,8 @@ class CUDADevice:
             values = [ctypes.c_uint64(bufs[i].address) for i in used]
             params = (ctypes.c_void_p * max(len(used), 1))(*[ctypes.addressof(v) for v in values])
             check(lib.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, 0, None, params, None), f"launch {name}")
+            if DEBUG.value >= 2:  # DEBUG=2 prints each kernel's time: wait for it (launches are asynchronous)
+                check(lib.cuCtxSynchronize(), f"run {name}")
 
         return run
 
