@@ -30,24 +30,28 @@ from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.runtime.ops_cuda import launch_dims
 from zeptograd.uop.ops import Ops
 
-SHIM = r"""
-#include <cmath>
-#include <cstring>
+# <thread> and <barrier> only for kernels with a barrier: they triple g++'s time on a small kernel
+BARRIER_SHIM = r"""
 #include <thread>
 #include <barrier>
 #include <vector>
+static std::barrier<>* zg_barrier = nullptr;
+#define __syncthreads() zg_barrier->arrive_and_wait()
+"""
+
+SHIM = r"""
+#include <cmath>
+#include <cstring>
 #undef INFINITY
 #undef NAN
 struct zg_dim3 { unsigned x, y, z; };
 static thread_local zg_dim3 blockIdx, threadIdx;
 static zg_dim3 blockDim, gridDim;
-static std::barrier<>* zg_barrier = nullptr;
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __shared__ static
-#define __syncthreads() zg_barrier->arrive_and_wait()
 template <typename T, typename F> static inline T zg_copy_bits(F x) {
   T out;
   std::memcpy(&out, &x, sizeof(T));
@@ -76,19 +80,21 @@ extern "C" void zg_launch(void** args, unsigned gx, unsigned gy, unsigned gz, un
       threadIdx = {tx, ty, tz};
       CALL;
     };
-    if (BARRIER) {
-      std::barrier<> bar(bx * by * bz);
-      zg_barrier = &bar;
-      std::vector<std::thread> threads;
-      for (unsigned tz = 0; tz < bz; tz++) for (unsigned ty = 0; ty < by; ty++) for (unsigned tx = 0; tx < bx; tx++)
-        threads.emplace_back(thread, tx, ty, tz);
-      for (auto& t : threads) t.join();
-    } else {
-      for (unsigned tz = 0; tz < bz; tz++) for (unsigned ty = 0; ty < by; ty++) for (unsigned tx = 0; tx < bx; tx++)
-        thread(tx, ty, tz);
-    }
+    RUN_BLOCK
   }
 }
+"""
+RUN_THREADS = """
+    std::barrier<> bar(bx * by * bz);
+    zg_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (unsigned tz = 0; tz < bz; tz++) for (unsigned ty = 0; ty < by; ty++) for (unsigned tx = 0; tx < bx; tx++)
+      threads.emplace_back(thread, tx, ty, tz);
+    for (auto& t : threads) t.join();
+"""
+RUN_SEQUENTIAL = """
+    for (unsigned tz = 0; tz < bz; tz++) for (unsigned ty = 0; ty < by; ty++) for (unsigned tx = 0; tx < bx; tx++)
+      thread(tx, ty, tz);
 """
 
 
@@ -135,9 +141,10 @@ class EmulatedCUDA:
             assert isinstance(u.dtype, PtrDType)
             types.append(self.renderer.type_name(u.dtype.base))
         call = f"{program.name}({', '.join(f'({t}*)args[{i}]' for i, t in enumerate(types))})"
-        barrier = "1" if "__syncthreads" in program.src else "0"
+        barrier = "__syncthreads" in program.src
         src = program.src.replace("#include <cuda_fp16.h>\n", "")
-        text = SHIM + src + LAUNCHER.replace("CALL", call).replace("BARRIER", barrier)
+        launcher = LAUNCHER.replace("CALL", call).replace("RUN_BLOCK", RUN_THREADS if barrier else RUN_SEQUENTIAL)
+        text = (BARRIER_SHIM if barrier else "") + SHIM + src + launcher
         key = hashlib.sha256(text.encode()).hexdigest()[:16]
         cpp, so = self.dir / f"{key}.cpp", self.dir / f"{key}.so"
         if not so.exists():
