@@ -32,9 +32,10 @@ On a GPU-style device (`renderer.has_local`: CL) there are no threads; instead:
 - a reduction with few outputs (under `GROUP_MAX_OUTPUTS`) over at least `GROUP_MIN_REDUCE` elements is shared
   by the work-items of a group first (GROUPTOP: each reduces a contiguous run, so the reads of one work-item
   walk memory in order, as a CPU core's do), then the CPU rules above run on what is left;
-- the innermost output axis that divides gets `LOCAL_SIZE` work-items a group (or fewer): one work-group is one
-  task for PoCL's threads, so groups of one work-item each would cost a task per element (the device's own
-  work-group limit caps it).
+- a reduction along contiguous memory (the CPU rule's UNROLL) also computes 4 rows a work-item (UPCAST);
+- the innermost output axis that divides gets `LOCAL_SIZE` work-items a group (16 for such a reduction), or
+  fewer: one work-group is one task for PoCL's threads, so groups of one work-item each would cost a task per
+  element (the device's own work-group limit caps it).
 """
 
 from __future__ import annotations
@@ -232,7 +233,13 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
     for opt in hand_coded_opts(ast, None):
         if opt.op is not OptOps.THREAD:
             ast = _try(ast, opts, opt, max_local)
-    choices = tuple(n for n in (LOCAL_SIZE, 32, 16, 8, 4, 2) if n <= max_local)
+    local_size = LOCAL_SIZE
+    if not grouped and reds and any(o.op is OptOps.UNROLL for o in opts) and output_axes(ast):
+        # rows reduced along contiguous memory: 4 rows a work-item (independent accumulators), and small groups,
+        # whose work-items read rows far apart (PoCL vectorizes across work-items: 4096^2 row sums 15 -> 7 ms)
+        ast = _try(ast, opts, Opt(OptOps.UPCAST, len(output_axes(ast)) - 1, 4), max_local)
+        local_size = 16
+    choices = tuple(n for n in (local_size, 32, 16, 8, 4, 2) if n <= min(max_local, local_size))
     if not grouped:
         for i in reversed(range(len(output_axes(ast)))):
             if (amount := _divisor(output_axes(ast)[i].src[0].arg, choices)) is not None:

@@ -44,7 +44,7 @@ CL_TYPES: dict[DType, str] = {
 CL_LANES: dict[DType, int] = {dtypes.float32: 4, dtypes.int32: 4, dtypes.uint32: 4}
 # ops on vectors whose OpenCL C is the scalar text (an operator or an overloaded builtin)
 _VECTOR_OPS = frozenset(
-    {Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.CONST, Ops.REDUCE, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC}
+    {Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.CONST, Ops.REDUCE, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.MAX}
 )
 _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 
