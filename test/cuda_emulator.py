@@ -10,6 +10,8 @@ device-memory path of Buffer runs as well.
 What it checks: the CUDA C text (types, literals, casts, bit casts, math, shared memory, barriers) and the launch
 geometry (`launch_dims`, the axis order) compute what numpy computes. What it cannot: the driver calls, NVRTC's
 own reading of the source (test_cuda.py compiles every kernel with NVRTC for that), and the GPU's speed.
+
+The op suite on it: `DEVICE=CUDA PYTHONPATH=.:test python -m pytest -p cuda_emulator test/test_tensor_*.py`.
 """
 
 from __future__ import annotations
@@ -171,3 +173,20 @@ class EmulatedCUDA:
 
     def synchronize(self) -> None:
         pass
+
+
+def install() -> EmulatedCUDA:
+    """Register the emulator as this process's CUDA device (for a machine without a GPU)."""
+    from zeptograd.runtime.device import Device
+
+    dev = EmulatedCUDA()
+    Device._opened["CUDA"], Device._usable["CUDA"] = dev, True
+    return dev
+
+
+def pytest_configure(config: Any) -> None:
+    """As a pytest plugin: the op suite on the emulated CUDA device, without a GPU (slow: g++ per kernel),
+
+    DEVICE=CUDA PYTHONPATH=.:test python -m pytest -p cuda_emulator -n 2 test/test_tensor_*.py
+    """
+    install()
