@@ -333,7 +333,6 @@ def launch_dims(program: ProgramSpec) -> tuple[tuple[int, int, int], tuple[int, 
         work-items in all and per work-group, as OpenCL counts them; CUDA counts blocks).
 
         >>> from zeptograd.codegen import ProgramSpec
-    from zeptograd.helpers import DEBUG
         >>> launch_dims(ProgramSpec("k", (), "", (), 0, 0, launch_global=(1024, 3, 1), launch_local=(64, 1, 1)))
         ((16, 3, 1), (64, 1, 1))
     """
