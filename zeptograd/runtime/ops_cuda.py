@@ -329,12 +329,13 @@ class CUDAAllocator:
 
 
 def launch_dims(program: ProgramSpec) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(blocks, threads per block) per dimension x, y, z of a program's launch (codegen/gpudims.py gives the
-        work-items in all and per work-group, as OpenCL counts them; CUDA counts blocks).
+    """(blocks, threads per block) per axis x, y, z of a program's launch (codegen/gpudims.py gives the work-items
+    in all and per work-group, as OpenCL counts them; CUDA counts blocks), each launch dimension on the axis that
+    `launch_order` gives it.
 
-        >>> from zeptograd.codegen import ProgramSpec
-        >>> launch_dims(ProgramSpec("k", (), "", (), 0, 0, launch_global=(1024, 3, 1), launch_local=(64, 1, 1)))
-        ((16, 3, 1), (64, 1, 1))
+    >>> from zeptograd.codegen import ProgramSpec
+    >>> launch_dims(ProgramSpec("k", (), "", (), 0, 0, launch_global=(1024, 3, 1), launch_local=(64, 1, 1)))
+    ((16, 3, 1), (64, 1, 1))
     """
     total = tuple(program.launch_global) + (1,) * (3 - len(program.launch_global))
     local = tuple(program.launch_local) + (1,) * (3 - len(program.launch_local))
