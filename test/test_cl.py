@@ -279,15 +279,16 @@ def test_beam_search_on_cl(tmp_path, monkeypatch):
     monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
     from zeptograd.codegen.search import beam_search
 
-    a = data((32, 256), dtypes.float32)
+    a = data((4, 96), dtypes.float32)  # few candidates fit: each costs PoCL a compile
     t = cl(a).realize()
     items, _ = create_schedule([t.sum(axis=1).uop], ["CL"])
-    plan = beam_search(items[-1].ast, Device["CL"].renderer, 2)
+    plan = beam_search(items[-1].ast, Device["CL"].renderer, 1)
     got, _ = run_with_opts(t.sum(axis=1), plan)
     np.testing.assert_allclose(got, a.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
     assert list((tmp_path / "beam").glob("cl_*.json"))  # the winner is cached per device
+    b = data((6,), dtypes.float32)
     with Context(BEAM=1):
-        close(cl(a) * 3 + 1, a * np.float32(3) + 1, rtol=1e-6)
+        close(cl(b) * 3 + 1, b * np.float32(3) + 1, rtol=1e-6)
 
 
 def test_debug4_prints_the_opencl_source(capsys):
@@ -296,7 +297,7 @@ def test_debug4_prints_the_opencl_source(capsys):
         out = (cl(a) * 3.25 + 1).numpy()
     text = capsys.readouterr().out
     assert "__kernel void " in text and "fma(" in text
-    np.testing.assert_allclose(out, a * np.float32(3.25) + 1, rtol=1e-6)
+    np.testing.assert_array_equal(out, (a.astype(np.float64) * 3.25 + 1).astype(np.float32))  # fma: one rounding
 
 
 def test_missing_pyopencl_names_the_extra():
