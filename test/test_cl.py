@@ -326,3 +326,31 @@ def test_random_programs(seed: int):
     run_random_programs(5000 + seed, 15, "CL", 4096)
     for k in range(6):
         run_program(6000 + 10 * seed + k, "CL", 6)
+
+
+@pytest.mark.no_roundtrip
+def test_same_bits_as_the_python_reference():
+    """Arithmetic without transcendentals (which the PYTHON device computes exactly) is bit for bit the PYTHON
+    device's: the fused multiply-add only where the IR has one (FP_CONTRACT OFF), division and sqrt correctly
+    rounded, max with NaN, floor division, casts."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(64).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    a[:3] = [np.nan, 0.0, -0.0]
+
+    def program(dev: str) -> list[np.ndarray]:
+        x, y = Tensor(a, device=dev), Tensor(b, device=dev)
+        f = Tensor(np.nan_to_num(a), device=dev)  # NaN to int is undefined: casts get finite values
+        return [
+            (x * y + 0.1).numpy(),
+            (x * 3 - y * 5).numpy(),
+            (x / y).numpy(),
+            y.abs().sqrt().numpy(),
+            x.maximum(y).numpy(),
+            (f * 7).cast(dtypes.int32).numpy(),
+            ((f * 9).cast(dtypes.int32) // 4).numpy(),
+            x.cast(dtypes.float64).mul(3.3).cast(dtypes.float32).numpy(),
+        ]
+
+    for got, want in zip(program("CL"), program("PYTHON")):
+        np.testing.assert_array_equal(got, want)
