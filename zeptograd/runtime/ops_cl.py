@@ -27,7 +27,6 @@ from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
 from zeptograd.uop.ops import Ops
 
-
 # OpenCL allows float division and sqrt 2.5-3 ulp off unless asked: rounded correctly, as on the CPU and the
 # PYTHON reference
 BUILD_OPTIONS = ["-cl-fp32-correctly-rounded-divide-sqrt"]
