@@ -168,6 +168,10 @@ def test_invalid_gpu_opts_raise_clear_errors():
         apply_opts(ast, [Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.GROUP, 0, 4)], 8)
     with pytest.raises(OptError, match="THREAD splits a kernel across CPU cores"):
         apply_opts(ast, [Opt(OptOps.THREAD, 0, 2)], 256)
+    four = cl(data((2, 3, 2, 2, 8), dtypes.float32)).realize().sum(axis=4)
+    (item,) = [i for i in create_schedule([four.uop], ["CL"])[0] if i.ast is not None]
+    with pytest.raises(OptError, match="GROUP needs at most 3 output axes"):
+        apply_opts(item.ast, [Opt(OptOps.GROUP, 0, 4)], 256)
     with pytest.raises(OptError, match="UPCAST after GROUP"):
         apply_opts(ast, [Opt(OptOps.GROUP, 0, 4), Opt(OptOps.UPCAST, 0, 2)], 256)
 
