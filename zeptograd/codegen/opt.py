@@ -200,6 +200,9 @@ def _group(ast: UOp, opt: Opt, r: UOp, amount: int) -> UOp:
     if len(reductions) != 1:
         raise _fail(opt, f"the axis is reduced by {len(reductions)} reductions; GROUP shares exactly one")
     red = reductions[0]
+    if len(output_axes(ast)) > 3:
+        # the output loops become the 3 work-group dimensions; a loop left around local memory would need a barrier
+        raise _fail(opt, "GROUP needs at most 3 output axes (one a work-group dimension)")
     lidx = UOp(Ops.SPECIAL, dtypes.index, (_index(amount),), f"lidx{len(_local_ids(ast))}")
     loops: tuple[UOp, ...] = ()
     if size == amount:

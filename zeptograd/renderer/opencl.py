@@ -163,12 +163,13 @@ class OpenCLRenderer(CRenderer):
 
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
         used = {u.dtype.scalar() for u in uops} | {u.dtype.base.scalar() for u in uops if isinstance(u.dtype, PtrDType)}
-        lines = []
+        # OpenCL C may contract a*b+c into an FMA on its own: off, the IR says where a MULACC goes (as on the CPU)
+        lines = ["#pragma OPENCL FP_CONTRACT OFF"]
         if dtypes.float16 in used:
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
         if dtypes.float64 in used:
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
-        return "\n".join(lines) + ("\n" if lines else "") + (FLOOR_HELPERS if needs_floor else "")
+        return "\n".join(lines) + "\n" + (FLOOR_HELPERS if needs_floor else "")
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         src = super().render(name, uops)

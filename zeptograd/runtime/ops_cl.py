@@ -27,6 +27,10 @@ from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
 from zeptograd.uop.ops import Ops
 
+# OpenCL allows float division and sqrt 2.5-3 ulp off unless asked: rounded correctly, as on the CPU and the
+# PYTHON reference
+BUILD_OPTIONS = ["-cl-fp32-correctly-rounded-divide-sqrt"]
+
 
 class CLCompileError(RuntimeError):
     """The OpenCL compiler rejected a generated kernel (a renderer bug: the message has the source)."""
@@ -65,7 +69,7 @@ class CLDevice:
         key = (hashlib.sha256(src.encode()).hexdigest(), name)
         if (hit := self._kernels.get(key)) is None:
             try:
-                built = self.cl.Program(self.context, src).build()
+                built = self.cl.Program(self.context, src).build(options=BUILD_OPTIONS)
             except self.cl.RuntimeError as e:
                 raise CLCompileError(f"OpenCL rejected the kernel {name}:\n{e}\n--- source ---\n{src}") from e
             hit = self._kernels[key] = self.cl.Kernel(built, name)
