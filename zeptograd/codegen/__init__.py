@@ -5,9 +5,9 @@ passes when SPEC=1):
 
 0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py);
    `closed forms`: a sum of an indicator over a range becomes a count (closedform.py).
-1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding) applied to its
-   loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1` (opt.py,
-   heuristic.py).
+1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding, work-groups)
+   applied to its loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1`
+   (opt.py, heuristic.py). On a GPU-style device the output loops then become work-group indices (gpudims.py).
 2. `decompositions`: EXP2, LOG2 and SIN become range reduction and polynomials (transcendental.py), so they
    vectorize like any arithmetic (for every target but the PYTHON device, which computes them exactly).
 3. `expand`: upcast and unrolled lanes become vector dtypes (VECTORIZE / GEP; expander.py).
@@ -30,6 +30,7 @@ from typing import Any
 from zeptograd.codegen.closedform import fold_closed_forms
 from zeptograd.codegen.devectorizer import devectorize, fuse_multiply_add
 from zeptograd.codegen.expander import expand
+from zeptograd.codegen.gpudims import gpu_dims, launch_sizes
 from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.codegen.linearize import linearize
 from zeptograd.codegen.lowering import (
@@ -65,6 +66,9 @@ class ProgramSpec:
     mem_bytes: int
     opts: tuple[Opt, ...] = ()
     threads: int = 1  # how many calls run the kernel, one per core (a SPECIAL "core" index tells them apart)
+    # a GPU-style launch (codegen/gpudims.py): work-items per dimension in all, and in one work-group
+    launch_global: tuple[int, ...] = ()
+    launch_local: tuple[int, ...] = ()
 
 
 def estimate_cost(sink: UOp) -> tuple[int, int]:
@@ -86,6 +90,11 @@ def _check(root: UOp, stage: str) -> None:
         verify(root, kernel_spec, stage)
 
 
+def max_local(renderer: Any) -> int:
+    """The most work-items a work-group may have on `renderer`'s device (0: no work-groups, a CPU)."""
+    return getattr(renderer, "max_local_size", 0) if getattr(renderer, "has_local", False) else 0
+
+
 def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
     """The kernel AST with its plan applied: `opts` if given, else none with NOOPT, else the BEAM search's or
     the heuristic's plan."""
@@ -98,7 +107,7 @@ def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
             opts = beam_search(ast, renderer, BEAM.value)
         else:
             opts = hand_coded_opts(ast, renderer)
-    return apply_opts(ast, list(opts))
+    return apply_opts(ast, list(opts), max_local(renderer))
 
 
 def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = None) -> list[UOp]:
@@ -106,6 +115,8 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     _check(ast, "kernel AST")
     ast = fold_closed_forms(lower_narrow_floats(ast))
     sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
+    if getattr(renderer, "has_local", False):
+        sink = gpu_dims(sink)
     _check(sink, "after opt")
     # EXP2 LOG2 SIN -> arithmetic, before expand so the polynomials become vector code; a target that has them
     # (the PYTHON device: exact math) keeps the ops
@@ -128,6 +139,25 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     return program
 
 
+class UnsupportedDType(TypeError):
+    """A kernel computes or stores a dtype its device lacks (`renderer.supported_dtypes()` does not list it)."""
+
+
+def check_dtypes(program: Sequence[UOp], renderer: Any) -> None:
+    """Raise UnsupportedDType, naming the device and the dtype, when `program` uses a dtype `renderer` lacks."""
+    supported = renderer.supported_dtypes() if hasattr(renderer, "supported_dtypes") else None
+    if supported is None:
+        return
+    for u in program:
+        dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
+        scalar = dt.scalar()
+        if scalar not in supported and scalar is not dtypes.void and scalar is not dtypes.index:
+            raise UnsupportedDType(
+                f"the {renderer.device} device does not support {scalar!r} (its dtypes: "
+                f"{', '.join(sorted(d.name for d in supported))})"
+            )
+
+
 def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> ProgramSpec:
     """Compile-ready form of a kernel AST for a device's renderer (with `opts` as its plan, if given)."""
     ast = fold_closed_forms(ast)  # counted and named as the loop it becomes
@@ -141,5 +171,7 @@ def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> P
     threads = next((u.src[0].arg for u in program if u.op is Ops.SPECIAL and u.arg == "core"), 1)
     if DEBUG >= 3:
         print(f"{name}: {list(applied)}")
+    check_dtypes(program, renderer)
     src = renderer.render(name, program)
-    return ProgramSpec(name, tuple(program), src, global_size, flops, mem, applied, threads)
+    launch = launch_sizes(program) if getattr(renderer, "has_local", False) else ((), ())
+    return ProgramSpec(name, tuple(program), src, global_size, flops, mem, applied, threads, *launch)

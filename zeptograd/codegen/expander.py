@@ -106,7 +106,7 @@ class _Expander:
             self.axes[u] = axes
             self.new[u] = u.replace(src=(self.new[ptr], *idx))
             return
-        if u.op in (Ops.END, Ops.SINK, Ops.GROUP):
+        if u.op in (Ops.END, Ops.SINK, Ops.GROUP, Ops.BARRIER):
             self.axes[u] = ()
             self.new[u] = u.replace(src=tuple(self.new[s] if s not in self.symbolic else s for s in u.src))
             return

@@ -26,6 +26,16 @@ The rules, in order (each applied only where its amount divides the axis):
 4. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
    that divides evenly across `THREADS` cores; when none does, the outermost loop is padded to a multiple
    of `THREADS` first (PADTO: the extra iterations are gated off).
+
+On a GPU-style device (`renderer.has_local`: CL) there are no threads; instead:
+
+- a reduction with few outputs (under `GROUP_MAX_OUTPUTS`) over at least `GROUP_MIN_REDUCE` elements is shared
+  by the work-items of a group first (GROUPTOP: each reduces a contiguous run, so the reads of one work-item
+  walk memory in order, as a CPU core's do), then the CPU rules above run on what is left;
+- a reduction along contiguous memory (the CPU rule's UNROLL) also computes 4 rows a work-item (UPCAST);
+- the innermost output axis that divides gets `LOCAL_SIZE` work-items a group (16 for such a reduction), or
+  fewer: one work-group is one task for PoCL's threads, so groups of one work-item each would cost a task per
+  element (the device's own work-group limit caps it).
 """
 
 from __future__ import annotations
@@ -39,6 +49,10 @@ from zeptograd.dtype import PtrDType
 from zeptograd.helpers import THREADS
 from zeptograd.uop.ops import Ops, UOp
 
+GROUP_MAX_OUTPUTS = 64  # more outputs than this keep the device busy one work-group per output
+GROUP_MIN_REDUCE = 4096  # a shorter reduction costs less than the barrier and the second pass
+GROUP_SIZE = 16
+LOCAL_SIZE = 64
 THREAD_MIN_WORK = 1 << 17  # below this a kernel runs in less time than waking a second core takes
 SWAP_MIN_BYTES = 8 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
 
@@ -88,9 +102,9 @@ def _store_index(ast: UOp) -> UOp | None:
     return stores[0].src[0].src[1] if len(stores) == 1 else None
 
 
-def _try(ast: UOp, opts: list[Opt], opt: Opt) -> UOp:
+def _try(ast: UOp, opts: list[Opt], opt: Opt, max_local: int = 0) -> UOp:
     try:
-        new = apply_opt(ast, opt)
+        new = apply_opt(ast, opt, max_local)
     except OptError:
         return ast
     opts.append(opt)
@@ -153,6 +167,9 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         return opts
     sizes = [r.src[0].arg for r in outs]
     work = math.prod(sizes) * math.prod(r.src[0].arg for r in reds)
+    gpu = getattr(renderer, "max_local_size", 0) if getattr(renderer, "has_local", False) else 0
+    if gpu:
+        return _gpu_opts(ast, renderer, gpu)
     mm = _matmul_axes(outs, reads, out_index) if reds else None
     if mm is not None:
         m, n = mm
@@ -197,4 +214,35 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
             even = 0
         if even is not None:
             ast = _try(ast, opts, Opt(OptOps.THREAD, even, threads))
+    return opts
+
+
+def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
+    """The plan on a GPU-style device (the module docstring's last rules around the CPU's)."""
+    opts: list[Opt] = []
+    outs, reds = output_axes(ast), reduce_axes(ast)
+    outputs = math.prod(r.src[0].arg for r in outs)
+    grouped = False
+    if reds and outputs < GROUP_MAX_OUTPUTS and reds[-1].src[0].arg >= GROUP_MIN_REDUCE:
+        amount = _divisor(reds[-1].src[0].arg, (GROUP_SIZE, 8, 4, 2))
+        if amount is not None:
+            before = len(opts)
+            ast = _try(ast, opts, Opt(OptOps.GROUPTOP, len(reds) - 1, amount), max_local)
+            grouped = len(opts) > before
+    # the CPU's plan without threads, from what is left
+    for opt in hand_coded_opts(ast, None):
+        if opt.op is not OptOps.THREAD:
+            ast = _try(ast, opts, opt, max_local)
+    local_size = LOCAL_SIZE
+    if not grouped and reds and any(o.op is OptOps.UNROLL for o in opts) and output_axes(ast):
+        # rows reduced along contiguous memory: 4 rows a work-item (independent accumulators), and small groups,
+        # whose work-items read rows far apart (PoCL vectorizes across work-items: 4096^2 row sums 15 -> 7 ms)
+        ast = _try(ast, opts, Opt(OptOps.UPCAST, len(output_axes(ast)) - 1, 4), max_local)
+        local_size = 16
+    choices = tuple(n for n in (local_size, 32, 16, 8, 4, 2) if n <= min(max_local, local_size))
+    if not grouped:
+        for i in reversed(range(len(output_axes(ast)))):
+            if (amount := _divisor(output_axes(ast)[i].src[0].arg, choices)) is not None:
+                ast = _try(ast, opts, Opt(OptOps.LOCAL, i, amount), max_local)
+                break
     return opts

@@ -17,8 +17,17 @@ take any axis in the full numbering (SWAP: two of one kind).
 - `SWAP(axis, other)`: exchanges the nesting order of two output loops, or of two reduce loops.
 - `PADTO(axis, n)`: the loop runs to the next multiple of n; the extra iterations read nothing (their loads
   are gated), store nothing, and add the reduction's identity, so a tile of n divides the axis.
-- `LOCAL`, `GROUP`, `GROUPTOP`, `TC`: the GPU backends' opts (work-group axes, grouped reductions through local
-  memory, tensor cores); the CPU refuses them.
+- `LOCAL(axis, n)` (GPU-style devices): the output loop over N becomes `r' * n + lidx` with `lidx` a SPECIAL,
+  the work-item's index in its work-group (n work-items a group along that launch dimension; r' becomes a
+  work-group index in codegen/gpudims.py).
+- `GROUP(axis, n)` / `GROUPTOP(axis, n)` (GPU-style devices): the reduce loop over N is shared by the n
+  work-items of a group: each reduces its part (GROUP: every n-th element from its own, `r' * n + lidx`;
+  GROUPTOP: a contiguous run of N/n, `lidx * N/n + r'`) into a partial result, stores it in local memory
+  (DEFINE_LOCAL), waits at a BARRIER, and reduces the n partial results; work-item 0 stores the output.
+- `TC`: tensor cores; no device here has them.
+
+The GPU opts are refused unless the caller says the device has work-groups (`max_local`, the most work-items a
+group may have): the CPU refuses them.
 
 An opt that does not fit the kernel raises `OptError` naming the opt, the axis and why; it never gives a
 wrong kernel.
@@ -26,8 +35,10 @@ wrong kernel.
 
 from __future__ import annotations
 
+import math
+
 from zeptograd.codegen.lowering import identity_element
-from zeptograd.dtype import PtrDType, dtypes
+from zeptograd.dtype import AddrSpace, PtrDType, dtypes
 from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
@@ -168,16 +179,85 @@ def _fail(opt: Opt, why: str) -> OptError:
     return OptError(f"{opt}: {why}")
 
 
-def apply_opt(ast: UOp, opt: Opt) -> UOp:
-    """`ast` with one more opt applied (its SINK records it); raises OptError when the opt does not fit."""
+def _local_ids(ast: UOp) -> list[UOp]:
+    return [u for u in ast.toposort() if u.op is Ops.SPECIAL and u.arg.startswith("lidx")]
+
+
+def _local(ast: UOp, r: UOp, amount: int) -> UOp:
+    """r over N -> r' * amount + lidx, with lidx a work-item's index in its group."""
+    size = _size(r)
+    lidx = UOp(Ops.SPECIAL, dtypes.index, (_index(amount),), f"lidx{len(_local_ids(ast))}")
+    if size == amount:
+        return _rebuild(ast, r, lidx, ())
+    outer = UOp.range(size // amount, r.arg)
+    return _rebuild(ast, r, outer * amount + lidx, (outer,))
+
+
+def _group(ast: UOp, opt: Opt, r: UOp, amount: int) -> UOp:
+    """The reduction over r shared by `amount` work-items: partial results through local memory (module docstring)."""
+    size = _size(r)
+    reductions = [u for u in ast.toposort() if u.op is Ops.REDUCE and any(s is r for s in u.src[1:])]
+    if len(reductions) != 1:
+        raise _fail(opt, f"the axis is reduced by {len(reductions)} reductions; GROUP shares exactly one")
+    red = reductions[0]
+    if len(output_axes(ast)) > 3:
+        # the output loops become the 3 work-group dimensions; a loop left around local memory would need a barrier
+        raise _fail(opt, "GROUP needs at most 3 output axes (one a work-group dimension)")
+    lidx = UOp(Ops.SPECIAL, dtypes.index, (_index(amount),), f"lidx{len(_local_ids(ast))}")
+    loops: tuple[UOp, ...] = ()
+    if size == amount:
+        expr = lidx
+    else:
+        outer = UOp.range(size // amount, r.arg)
+        loops = (outer,)
+        expr = lidx * (size // amount) + outer if opt.op is OptOps.GROUPTOP else outer * amount + lidx
+    value = red.src[0].substitute({r: expr})
+    kept = tuple(s for s in red.src[1:] if s is not r) + loops
+    if any(u.op is Ops.UNROLL and all(u is not k for k in kept) for u in value.toposort()):
+        raise _fail(opt, "the reduced value has upcast output lanes; GROUP before UPCAST")
+    partial = UOp(Ops.REDUCE, red.dtype, (value, *kept), red.arg) if kept else value
+    ids = [u.arg for u in ast.toposort() if u.op is Ops.DEFINE_LOCAL]
+    # the group's other work-items (LOCAL axes) reduce other outputs: each its own row of `amount` partial results
+    row: UOp = _index(0)
+    rows = 1
+    for other in _local_ids(ast):
+        row = row * other.src[0].arg + other
+        rows *= other.src[0].arg
+    local = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(amount * rows, AddrSpace.LOCAL), (), max(ids, default=-1) + 1)
+    barrier = UOp(Ops.BARRIER, dtypes.void, (local.index(row * amount + lidx).store(partial),))
+    across = UOp.range(amount, _next_axis(ast))
+    final = UOp(Ops.REDUCE, red.dtype, (local.after(barrier).index(row * amount + across).load(), across), red.arg)
+    ast = ast.substitute({red: final})
+    # every work-item of the group has the result; the first stores it
+    first = lidx.eq(0)
+    gated: dict[UOp, UOp] = {}
+    for u in ast.toposort():
+        if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL:
+            index = u.src[0]
+            gate = first if len(index.src) == 2 else index.src[2] & first
+            gated[index] = index.src[0].index(index.src[1], gate)
+    return ast.substitute(gated)
+
+
+def apply_opt(ast: UOp, opt: Opt, max_local: int = 0) -> UOp:
+    """`ast` with one more opt applied (its SINK records it); raises OptError when the opt does not fit. `max_local`:
+    the most work-items a work-group may have on the device (0: no work-groups, the GPU opts are refused)."""
     if not isinstance(opt, Opt):
         raise TypeError(f"an opt is an Opt(op, axis, amount), got {opt!r}")
     outs, reds = output_axes(ast), reduce_axes(ast)
-    if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
+    if opt.op is OptOps.TC:
+        raise _fail(opt, "no device here has tensor cores")
+    gpu = opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP)
+    if gpu and max_local <= 0:
         raise _fail(opt, f"{opt.op.name} needs a GPU-style device; the CPU does not have it")
+    if opt.op in (OptOps.UPCAST, OptOps.THREAD, OptOps.LOCAL) and any(u.op is Ops.DEFINE_LOCAL for u in ast.toposort()):
+        raise _fail(opt, f"{opt.op.name} after GROUP: the partial results in local memory have one lane a work-item")
+    if opt.op is OptOps.THREAD and max_local > 0:
+        raise _fail(opt, "THREAD splits a kernel across CPU cores; a GPU-style device has work-groups (LOCAL)")
     full = opt.op in (OptOps.PADTO, OptOps.SWAP)
-    axes = reds if opt.op is OptOps.UNROLL else outs + reds if full else outs
-    kind = "reduce" if opt.op is OptOps.UNROLL else "" if full else "output"
+    grouped = opt.op in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP)
+    axes = reds if grouped else outs + reds if full else outs
+    kind = "reduce" if grouped else "" if full else "output"
     if not isinstance(opt.axis, int) or not 0 <= opt.axis < len(axes):
         raise _fail(opt, f"axis {opt.axis} out of range: the kernel has {len(axes)} {kind} axes".replace("  ", " "))
     r = axes[opt.axis]
@@ -201,7 +281,17 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
         else:
             if size % amount != 0:
                 raise _fail(opt, f"{amount} does not divide the axis size {size} (pad it first with PADTO)")
-            if opt.op is OptOps.THREAD:
+            if gpu:
+                ids = _local_ids(ast)
+                if len(ids) >= 3:
+                    raise _fail(opt, "the kernel has 3 work-group dimensions already")
+                if math.prod(u.src[0].arg for u in ids) * amount > max_local:
+                    raise _fail(opt, f"a work-group of more than {max_local} work-items")
+            if opt.op is OptOps.LOCAL:
+                new = _local(ast, r, amount)
+            elif gpu:
+                new = _group(ast, opt, r, amount)
+            elif opt.op is OptOps.THREAD:
                 if any(u.op is Ops.SPECIAL for u in ast.toposort()):
                     raise _fail(opt, "the kernel is split across threads already")
                 new = _thread(ast, r, amount)
@@ -214,8 +304,8 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     return new.replace(arg=info)
 
 
-def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
-    """`ast` with `opts` applied in order; the SINK records them.
+def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], max_local: int = 0) -> UOp:
+    """`ast` with `opts` applied in order; the SINK records them (`max_local`: see apply_opt).
 
     >>> from zeptograd.schedule.kernelize import create_schedule
     >>> (item,), _ = create_schedule([(Tensor.ones(4, 8).contiguous().realize() * 2).uop], ["CPU"])
@@ -223,5 +313,5 @@ def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
     KernelInfo('E_4_8', (Opt(OptOps.UPCAST, 1, 8),))
     """
     for opt in opts:
-        ast = apply_opt(ast, opt)
+        ast = apply_opt(ast, opt, max_local)
     return ast

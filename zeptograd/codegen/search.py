@@ -35,13 +35,21 @@ def _cache_file(ast: UOp, device: str) -> Path:
     return cache_dir() / "beam" / f"{device.lower()}_{key}.json"
 
 
-def candidates(ast: UOp) -> list[Opt]:
-    """Every single opt worth trying on `ast` (some may not fit: apply_opt decides)."""
+LOCALS = (2, 4, 8, 16, 32, 64)
+GROUPS = (4, 8, 16, 32)
+
+
+def candidates(ast: UOp, max_local: int = 0) -> list[Opt]:
+    """Every single opt worth trying on `ast` (some may not fit: apply_opt decides); the GPU opts where the device
+    has work-groups of up to `max_local` work-items."""
     outs, reds = output_axes(ast), reduce_axes(ast)
     opts = [Opt(OptOps.UPCAST, i, n) for i in range(len(outs)) for n in UPCASTS]
     opts += [Opt(OptOps.UNROLL, i, n) for i in range(len(reds)) for n in UNROLLS]
     opts += [Opt(OptOps.SWAP, i, j) for i in range(len(outs)) for j in range(i + 1, len(outs))]
-    if THREADS.value > 1 and not any(u.op is Ops.SPECIAL for u in ast.toposort()):
+    if max_local:
+        opts += [Opt(OptOps.LOCAL, i, n) for i in range(len(outs)) for n in LOCALS if n <= max_local]
+        opts += [Opt(op, i, n) for op in (OptOps.GROUP, OptOps.GROUPTOP) for i in range(len(reds)) for n in GROUPS]
+    elif THREADS.value > 1 and not any(u.op is Ops.SPECIAL for u in ast.toposort()):
         opts += [Opt(OptOps.THREAD, i, THREADS.value) for i in range(len(outs))]
     return opts
 
@@ -97,18 +105,21 @@ def beam_search(ast: UOp, renderer: Any, width: int) -> list[Opt]:
     if path.exists():
         saved = json.loads(path.read_text())
         return [Opt(OptOps[op], axis, amount) for op, axis, amount in saved]
+    from zeptograd.codegen import max_local
+
+    limit = max_local(renderer)
     timer = _Timer(ast, device)
     beam: list[tuple[float, list[Opt], UOp]] = [(timer.time([]), [], ast)]
     best_time, best_plan = beam[0][0], beam[0][1]
     while True:
         tried: list[tuple[float, list[Opt], UOp]] = []
-        todo = [(plan, node, opt) for _, plan, node in beam for opt in candidates(node)]
+        todo = [(plan, node, opt) for _, plan, node in beam for opt in candidates(node, limit)]
         bar = _progress(len(todo), f"BEAM {ast.arg if isinstance(ast.arg, str) else ''}")
         for plan, node, opt in todo:
             if bar is not None:
                 bar.update(1)
             try:
-                new = apply_opts(node, [opt])
+                new = apply_opts(node, [opt], limit)
             except OptError:
                 continue
             if _lanes(new) > MAX_LANES:

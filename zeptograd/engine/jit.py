@@ -387,7 +387,7 @@ class TinyJit(Generic[R]):
         for node, shape, device, slots in cap.fresh:
             u = new_buffer(device, node.arg[2], node.dtype)
             buf = buffer_for(u)
-            buf.array()
+            buf.allocate()
             for i, j in slots:
                 steps[i][1][j] = buf
             fresh.append(Tensor(view_of(u, shape), device=device))

@@ -95,7 +95,7 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
         device = bufs[0].device
         program, run = compiled(device, item.ast)
         for b in bufs:
-            b.array()
+            b.allocate()
         start = time.perf_counter()
         run(bufs)
         if capturing is not None:
@@ -123,8 +123,8 @@ def _live_tensors() -> list[Any]:
 
 
 def copy_buffers(bufs: list[Any]) -> None:
-    """Copy buffer `bufs[1]` into `bufs[0]` (both devices keep their bytes in host memory)."""
-    bufs[0].array()[:] = bufs[1].array()
+    """Copy buffer `bufs[1]` into `bufs[0]` (between any two devices)."""
+    bufs[0].copy_from(bufs[1])
     if capturing is not None:
         capturing.append((copy_buffers, bufs, None))
 

@@ -196,6 +196,64 @@ class CRenderer:
             return lanes
         return 1
 
+    def supported_dtypes(self) -> frozenset[DType]:
+        """The scalar dtypes this renderer's device computes and stores (the C device: every one C has).
+
+        >>> dtypes.float64 in CRenderer().supported_dtypes()
+        True
+        """
+        return frozenset(C_TYPES)
+
+    # the dialect's pieces: a subclass (renderer/opencl.py) overrides these, render() stays one
+    def type_name(self, dt: DType) -> str:
+        return ctype(dt)
+
+    def const(self, value: object, dt: DType) -> str:
+        return render_const(value, dt)
+
+    def param(self, u: UOp, name: str, written: bool) -> str:
+        """The declaration of a DEFINE_GLOBAL's parameter."""
+        assert isinstance(u.dtype, PtrDType)
+        return f"{'' if written else 'const '}{self.type_name(u.dtype.base)}* restrict {name}"
+
+    def special(self, u: UOp, params: list[tuple[int, str]]) -> str | None:
+        """A SPECIAL index: the C device's thread index is the last parameter (None: no line of code)."""
+        params.append((1 << 31, f"const {self.type_name(u.dtype)} {u.arg}"))  # the thread index comes last
+        return None
+
+    def vector_literal(self, dt: DType, lanes: list[str]) -> str:
+        return f"({self.type_name(dt)}){{{', '.join(lanes)}}}"
+
+    def lane(self, vec: str, i: int) -> str:
+        return f"{vec}[{i}]"
+
+    def load(self, dt: DType, index: UOp, lvalue: str) -> str:
+        return _vector_access(dt, index, lvalue, "const ")
+
+    def store(self, dt: DType, index: UOp, lvalue: str, value: str) -> str:
+        return f"{_vector_access(dt, index, lvalue, '')} = {value};"
+
+    def cast(self, u: UOp, x: str) -> str:
+        if u.dtype.count > 1:
+            return _vector_cast(u.src[0].dtype, u.dtype, x)
+        return f"({self.type_name(u.dtype)})({x})"
+
+    def bitcast(self, u: UOp, x: str) -> str:
+        if u.dtype.count > 1:
+            return f"({self.type_name(u.dtype)})({x})"  # GCC: a cast between vectors keeps the bits
+        pun = f"union {{ {self.type_name(u.src[0].dtype)} a; {self.type_name(u.dtype)} b; }}"
+        return f"(({pun}){{.a = {x}}}).b"
+
+    def other(self, u: UOp, src: list[str], names: dict[UOp, str]) -> str | None:
+        """The line of an op only a dialect has (DEFINE_LOCAL, BARRIER); the C device has none."""
+        raise NotImplementedError(f"the C renderer cannot render {u.op.name}")
+
+    def head(self, name: str, args: str) -> str:
+        return f"void {name}({args}) {{"
+
+    def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
+        return PRELUDE + (VECTOR_TYPEDEFS if vectors else "") + (FLOOR_HELPERS if needs_floor else "")
+
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         names: dict[UOp, str] = {}
         params: list[tuple[int, str]] = []  # (position, declaration): arguments in DEFINE_GLOBAL order
@@ -220,41 +278,40 @@ class CRenderer:
 
         def bind(u: UOp, prefix: str, expr: str) -> None:
             names[u] = fresh(prefix)
-            emit(f"const {ctype(u.dtype)} {names[u]} = {expr};")
+            emit(f"const {self.type_name(u.dtype)} {names[u]} = {expr};")
 
         for u in uops:
             op, src = u.op, [names.get(s, "") for s in u.src]
             if op is Ops.DEFINE_GLOBAL:
                 names[u] = f"data{u.arg}"
-                assert isinstance(u.dtype, PtrDType)
-                const = "" if u in written else "const "
-                params.append((u.arg, f"{const}{ctype(u.dtype.base)}* restrict {names[u]}"))
+                params.append((u.arg, self.param(u, names[u], u in written)))
             elif op is Ops.DEFINE_VAR:
                 names[u] = u.arg[0]
-                params.append((1 << 30, f"const {ctype(u.dtype)} {names[u]}"))  # variables after the buffers
+                params.append((1 << 30, f"const {self.type_name(u.dtype)} {names[u]}"))  # variables after the buffers
             elif op is Ops.DEFINE_REG:
                 assert isinstance(u.dtype, PtrDType)
                 names[u] = f"acc{u.arg}"
-                emit(f"{ctype(u.dtype.base)} {names[u]}[{u.dtype.size}];")
+                emit(f"{self.type_name(u.dtype.base)} {names[u]}[{u.dtype.size}];")
             elif op is Ops.CONST:
-                names[u] = render_const(u.arg, u.dtype)
+                names[u] = self.const(u.arg, u.dtype)
             elif op is Ops.SPECIAL:
                 names[u] = u.arg
-                params.append((1 << 31, f"const {ctype(u.dtype)} {names[u]}"))  # the thread index comes last
+                if (line := self.special(u, params)) is not None:
+                    emit(line)
             elif op is Ops.VECTORIZE and u.dtype.scalar() is dtypes.bool:
-                bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(f'-(int32_t)({x})' for x in src)}}}")
+                bind(u, "vec", self.vector_literal(u.dtype, [f"-({self.type_name(MASK)})({x})" for x in src]))
             elif op is Ops.VECTORIZE:
-                bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(src)}}}")
+                bind(u, "vec", self.vector_literal(u.dtype, src))
             elif op is Ops.GEP and u.dtype is dtypes.bool:
-                bind(u, "lane", f"({src[0]}[{u.arg[0]}] != 0)")
+                bind(u, "lane", f"({self.lane(src[0], u.arg[0])} != 0)")
             elif op is Ops.GEP:
                 if len(u.arg) == 1:
-                    bind(u, "lane", f"{src[0]}[{u.arg[0]}]")
+                    bind(u, "lane", self.lane(src[0], u.arg[0]))
                 else:
-                    bind(u, "vec", f"({ctype(u.dtype)}){{{', '.join(f'{src[0]}[{i}]' for i in u.arg)}}}")
+                    bind(u, "vec", self.vector_literal(u.dtype, [self.lane(src[0], i) for i in u.arg]))
             elif op is Ops.RANGE:
                 names[u] = f"ridx{u.arg}"
-                emit(f"for ({ctype(u.dtype)} {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
+                emit(f"for ({self.type_name(u.dtype)} {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
                 depth += 1
             elif op in (Ops.END, Ops.ENDIF):
                 for _ in range(len(u.src) - 1 if op is Ops.END else 1):
@@ -269,9 +326,9 @@ class CRenderer:
                 names[u] = f"{src[0]}[{src[1]}]"  # an lvalue; LOAD and STORE use it as it is
             elif op is Ops.LOAD:
                 index = u.src[0]
-                addr = _vector_access(u.dtype, index, src[0], "const ")
+                addr = self.load(u.dtype, index, src[0])
                 expr = f"({names[index.src[2]]} ? {addr} : {src[1]})" if len(index.src) == 3 else addr
-                if u.dtype.count > 1 and uses[u] > 1 and _HAS_AVX2_FMA:
+                if u.dtype.count > 1 and uses[u] > 1 and _HAS_AVX2_FMA and self.device == "CPU":
                     # a vector read by several FMAs: keep it in a register (GCC would fold the load into every
                     # FMA, and a 4x16 tile would then wait on 12 loads for 8 FMAs instead of 6)
                     names[u] = fresh("val")
@@ -280,28 +337,22 @@ class CRenderer:
                 else:
                     bind(u, "val", expr)
             elif op is Ops.STORE:
-                emit(f"{_vector_access(u.src[1].dtype, u.src[0], src[0], '')} = {src[1]};")
-            elif op is Ops.CAST and u.dtype.count > 1:
-                bind(u, "cast", _vector_cast(u.src[0].dtype, u.dtype, src[0]))
+                emit(self.store(u.src[1].dtype, u.src[0], src[0], src[1]))
             elif op is Ops.CAST:
-                bind(u, "cast", f"({ctype(u.dtype)})({src[0]})")
-            elif op is Ops.BITCAST and u.dtype.count > 1:
-                bind(u, "cast", f"({ctype(u.dtype)})({src[0]})")  # GCC: a cast between vectors keeps the bits
+                bind(u, "cast", self.cast(u, src[0]))
             elif op is Ops.BITCAST:
-                pun = f"union {{ {ctype(u.src[0].dtype)} a; {ctype(u.dtype)} b; }}"
-                bind(u, "cast", f"(({pun}){{.a = {src[0]}}}).b")
+                bind(u, "cast", self.bitcast(u, src[0]))
             elif op in GroupOp.ALU:
                 expr, floor = self._alu(u, src)
                 needs_floor |= floor
                 bind(u, "alu", expr)
             elif op in (Ops.SINK, Ops.GROUP):
                 pass
-            else:
-                raise NotImplementedError(f"the C renderer cannot render {op.name}")
+            elif (line := self.other(u, src, names)) is not None:
+                emit(line)
         args = ", ".join(text for _, text in sorted(params, key=lambda p: p[0])) or "void"
-        head = f"void {name}({args}) {{"
-        prelude = PRELUDE + (VECTOR_TYPEDEFS if vectors else "") + (FLOOR_HELPERS if needs_floor else "")
-        return "\n".join([prelude, head, *lines, "}", ""])
+        prelude = self.prelude(vectors, needs_floor, uops)
+        return "\n".join([prelude, self.head(name, args), *lines, "}", ""])
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
         op, dt = u.op, u.dtype
@@ -315,17 +366,17 @@ class CRenderer:
             if all(s.vmin >= 0 for s in u.src) or dtypes.is_unsigned(dt):
                 return f"({src[0]} {'/' if op is Ops.IDIV else '%'} {src[1]})", False
             fn = "floordiv" if op is Ops.IDIV else "floormod"
-            return f"(({ctype(dt)}){fn}({src[0]}, {src[1]}))", True
+            return f"(({self.type_name(dt)}){fn}({src[0]}, {src[1]}))", True
         if op is Ops.NEG:
             return (f"(!{src[0]})" if dt is dtypes.bool else f"(-{src[0]})"), False
         lanewise = (Ops.MULACC, Ops.SQRT, Ops.TRUNC) + ((Ops.MAX,) if dtypes.is_float(dt) else ())
         if op in lanewise and dt.count > 1 and (dt.scalar(), dt.count) not in _VEC_BUILTIN_SUFFIX:
             # no instruction for this width: lane by lane
             lanes = [
-                self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [f"{x}[{i}]" for x in src])[0]
+                self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [self.lane(x, i) for x in src])[0]
                 for i in range(dt.count)
             ]
-            return f"({ctype(dt)}){{{', '.join(lanes)}}}", False
+            return self.vector_literal(dt, lanes), False
         if op is Ops.MAX and dt.count > 1:
             # NaN wins, as in numpy: maxps gives its second operand when either is NaN, so a NaN in `a` is put back
             sfx = _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)]
@@ -346,7 +397,7 @@ class CRenderer:
         if op is Ops.MULACC:
             return f"(({src[0]} * {src[1]}) + {src[2]})", False
         if op is Ops.RECIPROCAL:
-            return f"({render_const(1.0, dt)} / {src[0]})", False
+            return f"({self.const(1.0, dt)} / {src[0]})", False
         if op in _MATH:
             return _float_math(op, dt, src[0]), False
         raise NotImplementedError(f"the C renderer cannot render {op.name}")

@@ -115,6 +115,14 @@ class LLVMRenderer:
 
     device = "LLVM"
 
+    def supported_dtypes(self) -> frozenset[DType]:
+        """Every scalar dtype LLVM IR has a type for (all of C's).
+
+        >>> dtypes.float16 in LLVMRenderer().supported_dtypes()
+        True
+        """
+        return frozenset(LLVM_TYPES)
+
     def max_lanes(self, op: Ops, dt: DType) -> int:
         """How many lanes of `dt` the IR does `op` on at once (1: lane by lane)."""
         if dt is dtypes.bool:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import weakref
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from zeptograd.dtype import NARROW_FLOATS, DType
 from zeptograd.helpers import GlobalCounters
+from zeptograd.runtime.device import DEVICE_MEMORY
 from zeptograd.uop.ops import Ops, UOp
 
 POOL_LIMIT = 1 << 30  # bytes of freed memory kept for reuse
@@ -73,6 +75,13 @@ class _Pool:
 pool = _Pool()
 
 
+def _allocator(device: str) -> Any:
+    """The allocator of a device with memory of its own (the device is opened on first use)."""
+    from zeptograd.runtime.device import Device
+
+    return Device[device].allocator
+
+
 _np_dtypes: dict[DType, np.dtype] = {}
 
 
@@ -98,10 +107,30 @@ class Buffer:
         self._raw: np.ndarray | None = None  # the allocation this buffer owns (None for a view of a base)
         self._array: np.ndarray | None = None
         self.address = 0
+        # memory of the device's own (a GPU's), reached through its allocator, not as a numpy array
+        self._device_memory = device in DEVICE_MEMORY
+        self._owned = False  # device memory: whether this buffer allocated it (a window of a base did not)
 
     @property
     def allocated(self) -> bool:
-        return self._array is not None
+        return self._array is not None or self.address != 0
+
+    def allocate(self) -> Buffer:
+        """Allocate the buffer's memory if it has none yet (host memory, or the device's own)."""
+        if self._device_memory:
+            if self.address == 0:
+                if self.base is not None:
+                    self.address = self.base.allocate().address + self.offset
+                else:
+                    self._allocator = _allocator(self.device)
+                    self.address = self._allocator.alloc(self.nbytes)
+                    self._owned = True
+                    GlobalCounters.mem_used += self.nbytes
+                    if GlobalCounters.mem_used > GlobalCounters.mem_peak:
+                        GlobalCounters.mem_peak = GlobalCounters.mem_used
+        elif self._array is None:
+            self.array()
+        return self
 
     def place(self, base: Buffer, offset: int) -> None:
         """Make this buffer bytes `offset .. offset + nbytes` of `base` (before it is allocated)."""
@@ -117,6 +146,8 @@ class Buffer:
 
     def array(self) -> np.ndarray:
         """The buffer's memory as a flat numpy array (allocating it first)."""
+        if self._device_memory:
+            raise RuntimeError(f"{self!r} lives in {self.device} memory, not the host's: .numpy() copies it out")
         if self._array is None:
             if self.base is not None:
                 raw = self.base.as_bytes()[self.offset : self.offset + self.nbytes]
@@ -132,14 +163,34 @@ class Buffer:
         return self._array
 
     def copyin(self, data: np.ndarray) -> Buffer:
+        if self._device_memory:
+            host = np.ascontiguousarray(np.broadcast_to(data.reshape(-1), (self.size,)), dtype=np_dtype(self.dtype))
+            _allocator(self.device).copyin(self.allocate().address, host)
+            return self
         self.array()[:] = data.reshape(-1)
         return self
 
     def numpy(self) -> np.ndarray:
         """A copy of the contents."""
+        if self._device_memory:
+            out = np.empty(self.size, np_dtype(self.dtype))
+            _allocator(self.device).copyout(out, self.allocate().address)
+            return out
         return self.array().copy()
 
+    def copy_from(self, src: Buffer) -> None:
+        """This buffer's contents become `src`'s (same size and dtype; any two devices)."""
+        if self._device_memory and src.device == self.device:
+            _allocator(self.device).copy(self.allocate().address, src.allocate().address, self.nbytes)
+        elif self._device_memory or src._device_memory:
+            self.copyin(src.numpy())
+        else:
+            self.array()[:] = src.array()
+
     def __del__(self) -> None:
+        if self._owned:
+            GlobalCounters.mem_used -= self.nbytes
+            self._allocator.free(self.address, self.nbytes)  # the allocator that gave it
         if self._raw is not None:
             GlobalCounters.mem_used -= self.nbytes
             pool.give(self.device, self._raw, self.nbytes, self.address)

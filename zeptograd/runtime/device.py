@@ -13,10 +13,17 @@ import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON", "LLVM")
+DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA")
 # the Python package each optional device needs, and what to install when it is missing
-REQUIRES = {"LLVM": "llvmlite"}
-INSTALL_HINTS = {"LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)'}
+REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
+INSTALL_HINTS = {
+    "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
+    "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or "pyopencl[pocl]")',
+    "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
+    "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
+}
+# devices whose buffers live in the device's own memory (not host memory): copies go through the device's allocator
+DEVICE_MEMORY = ("CUDA",)
 # devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
 
@@ -29,6 +36,7 @@ class _Device:
     def __init__(self) -> None:
         self._opened: dict[str, Any] = {}
         self._usable: dict[str, bool] = {}
+        self._problems: dict[str, str] = {}  # why a device is not usable, where more is known than its hint
         # not checked here: a DEVICE whose package is missing fails at its first use, not at import
         self.DEFAULT: str = self._name(os.environ.get("DEVICE") or "CPU")
 
@@ -47,7 +55,7 @@ class _Device:
             return self.DEFAULT
         base = self._name(name)
         if not self.usable(base):
-            raise DeviceUnavailable(INSTALL_HINTS[base])
+            raise DeviceUnavailable(self._problems.get(base) or INSTALL_HINTS[base])
         return base
 
     def usable(self, name: str) -> bool:
@@ -58,11 +66,20 @@ class _Device:
         """
         base = self._name(name)
         if base not in self._usable:
-            self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
+            if base == "CUDA":
+                # no Python package: the driver and NVRTC libraries, and a GPU, are what it needs
+                from zeptograd.runtime.ops_cuda import cuda_problem
+
+                if (problem := cuda_problem()) is not None:
+                    self._problems[base] = problem
+                self._usable[base] = problem is None
+            else:
+                self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
         return self._usable[base]
 
     def get_available_devices(self) -> list[str]:
-        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM']` with llvmlite."""
+        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite
+        and pyopencl, and 'CUDA' where there is an NVIDIA GPU."""
         return [d for d in DEVICES if self.usable(d)]
 
     def __getitem__(self, name: str) -> Any:
@@ -72,10 +89,18 @@ class _Device:
                 from zeptograd.runtime.ops_cpu import CPUDevice
 
                 self._opened[name] = CPUDevice()
+            elif name == "CUDA":
+                from zeptograd.runtime.ops_cuda import CUDADevice
+
+                self._opened[name] = CUDADevice()
             elif name == "LLVM":
                 from zeptograd.runtime.ops_llvm import LLVMDevice
 
                 self._opened[name] = LLVMDevice()
+            elif name == "CL":
+                from zeptograd.runtime.ops_cl import CLDevice
+
+                self._opened[name] = CLDevice()
             else:
                 from zeptograd.runtime.ops_python import PythonDevice
 

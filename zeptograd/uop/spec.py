@@ -280,6 +280,8 @@ kernel_spec = shared_spec + PatternMatcher(
     [
         (UPat(Ops.DEFINE_GLOBAL, name="d"), _pointer(AddrSpace.GLOBAL), "DEFINE_GLOBAL"),
         (UPat(Ops.DEFINE_LOCAL, name="d"), _pointer(AddrSpace.LOCAL), "DEFINE_LOCAL"),
+        # the work-items of a group wait for each other's local-memory writes (a GROUP opt)
+        (UPat(Ops.BARRIER, dtypes.void), lambda: True, "BARRIER"),
         (UPat(Ops.DEFINE_REG, name="d"), _pointer(AddrSpace.REG), "DEFINE_REG"),
         (UPat(Ops.RANGE, name="r"), check_range, "RANGE"),
         (UPat(Ops.SPECIAL, name="s"), check_special, "SPECIAL"),

@@ -1,0 +1,149 @@
+"""The CUDA device on the GPU it finds: memory bandwidth, matmul speed against torch (cuBLAS), and how long the first
+call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, for the torch column, torch).
+
+    PYTHONPATH=. python bench/cuda.py            # the full sizes (about a minute of GPU time)
+    PYTHONPATH=. python bench/cuda.py --quick    # small sizes: a smoke test
+
+1. elementwise  `a + b` on fp32 vectors of 2**26 elements (768 MiB moved): GB/s and the share of the GPU's peak
+                memory bandwidth (`--peak-gbs`, 4800 for an H200; 3350 for an H100 SXM).
+2. matmul       4096 x 4096 x 4096 in fp32 and in fp16 (fp16 inputs and output), GFLOP/s, next to torch's
+                `a @ b` on the same GPU (cuBLAS; fp32 without TF32, torch's default) and the ratio.
+3. first call   a kernel never seen before (a fresh constant): the whole first call (schedule, codegen, NVRTC,
+                module load, launch, copy back) and NVRTC's compile alone.
+
+A kernel is timed by launching it back to back on the default stream and waiting for the GPU once at the end:
+the median of 5 such batches, each at least 0.2 s or 3 launches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from zeptograd import Device, Tensor, dtypes
+from zeptograd.engine.realize import compiled
+from zeptograd.runtime.buffer import buffer_for
+from zeptograd.runtime.ops_cuda import compile_cuda
+from zeptograd.schedule.kernelize import create_schedule
+
+
+def batch_time(launch: Callable[[], Any], sync: Callable[[], Any], min_s: float = 0.2) -> float:
+    """Seconds per launch: the median of 5 batches of back-to-back launches, the GPU waited for after each batch."""
+    launch()
+    sync()
+    t0 = time.perf_counter()
+    launch()
+    sync()
+    once = time.perf_counter() - t0
+    n = max(3, int(min_s / max(once, 1e-6)))
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            launch()
+        sync()
+        times.append((time.perf_counter() - t0) / n)
+    return statistics.median(times)
+
+
+def kernels_of(out: Tensor) -> tuple[Callable[[], None], list[Any], Any]:
+    """A function that launches every kernel that computes `out` (its inputs realized), the programs, and the output
+    buffer."""
+    items, _ = create_schedule([out.uop], ["CUDA"])
+    steps = []
+    for item in items:
+        assert item.ast is not None, "the benchmark's expressions need no copies"
+        program, run = compiled("CUDA", item.ast)
+        steps.append((program, run, [buffer_for(b).allocate() for b in item.bufs]))
+
+    def launch() -> None:
+        for _, run, bufs in steps:
+            run(bufs)
+
+    return launch, [p for p, _, _ in steps], steps[-1][2][0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes")
+    parser.add_argument("--peak-gbs", type=float, default=4800.0, help="the GPU's memory bandwidth (H200: 4800)")
+    args = parser.parse_args()
+    dev = Device["CUDA"]
+    sync = dev.synchronize
+    print(f"GPU: {dev.driver.name} ({dev.arch})")
+    rows: list[tuple[str, str, str, str]] = []
+    rng = np.random.default_rng(0)
+
+    # 1. elementwise bandwidth
+    n = 1 << (20 if args.quick else 26)
+    a_np, b_np = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    a, b = Tensor(a_np, device="CUDA"), Tensor(b_np, device="CUDA")
+    launch, programs, out = kernels_of(a + b)
+    s = batch_time(launch, sync)
+    np.testing.assert_array_equal(out.numpy(), a_np + b_np)  # the timed kernel computes the right thing
+    gbs = 3 * n * 4 / s * 1e-9
+    rows.append(("fp32 a + b", f"{n} elements", f"{gbs:.0f} GB/s", f"{100 * gbs / args.peak_gbs:.0f}% of peak"))
+    print(f"  elementwise plan: {[p.opts for p in programs]}")
+
+    # 2. matmul against torch
+    try:
+        import torch
+
+        has_torch = torch.cuda.is_available()
+    except ImportError:
+        has_torch = False
+    size = 1024 if args.quick else 4096
+    flop = 2 * size**3
+    for dt, name in ((dtypes.float32, "fp32"), (dtypes.float16, "fp16")):
+        np_dt = np.float32 if dt is dtypes.float32 else np.float16
+        x_np = rng.standard_normal((size, size)).astype(np_dt)
+        y_np = rng.standard_normal((size, size)).astype(np_dt)
+        x, y = Tensor(x_np, device="CUDA"), Tensor(y_np, device="CUDA")
+        launch, programs, out = kernels_of(x @ y)
+        s = batch_time(launch, sync, 0.5)
+        ours = flop / s * 1e-9
+        ref = ""
+        if has_torch:
+            tx, ty = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
+            st = batch_time(functools.partial(torch.matmul, tx, ty), torch.cuda.synchronize, 0.5)
+            theirs = flop / st * 1e-9
+            ref = f"torch {theirs:.0f} GFLOP/s, ours/torch {ours / theirs:.2f}"
+            got = out.numpy().reshape(size, size)[:64].astype(np.float32)
+            want = (tx[:64].float() @ ty.float()).cpu().numpy()
+            err = float(np.abs(got - want).max() / np.abs(want).max())
+            ref += f", max rel err {err:.1e}"
+        rows.append((f"{name} matmul", f"{size}^3", f"{ours:.0f} GFLOP/s", ref))
+        print(f"  {name} matmul plan: {[p.opts for p in programs]}")
+
+    # 3. first call of a new kernel
+    k = float(rng.uniform(1, 2))
+    z = Tensor(rng.standard_normal((1000, 1000)).astype(np.float32), device="CUDA").realize()
+    sync()
+    t0 = time.perf_counter()
+    ((z * k + 1).exp() * k).sum(1).numpy()
+    first = time.perf_counter() - t0
+    fresh = f'extern "C" __global__ void k(float* a) {{ a[threadIdx.x] *= {rng.uniform(1, 2)}f; }}'
+    t0 = time.perf_counter()
+    compile_cuda(fresh, dev.arch)
+    nvrtc = time.perf_counter() - t0
+    rows.append(
+        ("first call", "new kernel", f"{first * 1e3:.1f} ms", f"NVRTC alone {nvrtc * 1e3:.1f} ms (tiny kernel)")
+    )
+
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+
+
+if __name__ == "__main__":
+    main()

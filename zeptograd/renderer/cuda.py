@@ -1,0 +1,200 @@
+"""The CUDA C renderer: the C renderer's walk over the linear program, in CUDA C's spelling.
+
+A kernel is `extern "C" __global__ void __launch_bounds__(N) name(float* __restrict__ data0, ...)`: C linkage so
+the driver finds it by the program's name, and launch bounds that tell the compiler how many threads a block
+has (it budgets registers for that many). What differs from the C device's C:
+
+- types are C++'s own (`signed char`, `long long`, ...; no headers to find), half is `half` from
+  `<cuda_fp16.h>` (included only by kernels that use it: it is the one header a kernel needs);
+- the math is CUDA's (`exp2f`, `sqrtf`, `fmaf`, ...; NVRTC runs without fast math and with `--fmad=false`,
+  so `a * b + c` is rounded twice unless the program asks for the fused multiply-add, as on the CPU);
+- bit casts are the `__int_as_float` family, or a union for the pairs that have none;
+- the launch indices (codegen/gpudims.py) are `blockIdx` (`gidxN`) and `threadIdx` (`lidxN`), dimensions 0, 1, 2
+  as x, y, z; local memory is `__shared__` and BARRIER is `__syncthreads()`.
+
+Vectors are not rendered (every op is one lane: `max_lanes` is 1); float4 loads and stores are still to come.
+
+>>> from zeptograd import Tensor
+>>> from zeptograd.codegen import get_program
+>>> from zeptograd.schedule.kernelize import create_schedule
+>>> a = Tensor.ones(4).contiguous().realize()
+>>> (item,), _ = create_schedule([(a * 2).uop], ["CPU"])
+>>> 'extern "C" __global__' in get_program(item.ast, CUDARenderer()).src
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+from zeptograd.dtype import DType, PtrDType, dtypes
+from zeptograd.renderer.cstyle import CRenderer, render_const
+from zeptograd.uop.ops import Ops, UOp
+
+CUDA_TYPES: dict[DType, str] = {
+    dtypes.bool: "bool",
+    dtypes.int8: "signed char",
+    dtypes.uint8: "unsigned char",
+    dtypes.int16: "short",
+    dtypes.uint16: "unsigned short",
+    dtypes.int32: "int",
+    dtypes.uint32: "unsigned int",
+    dtypes.int64: "long long",
+    dtypes.uint64: "unsigned long long",
+    dtypes.float16: "half",
+    dtypes.float32: "float",
+    dtypes.float64: "double",
+}
+# what CUDA stores and computes: every dtype above; bfloat16 and fp8 are lowered to their storage bits and float32
+# arithmetic before rendering (codegen/narrowfloat.py), as on every device
+CUDA_DTYPES: tuple[DType, ...] = tuple(CUDA_TYPES)
+
+PRELUDE = """#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+template <typename T, typename F> __device__ __forceinline__ T zg_bitcast(F x) {
+  union { F a; T b; } u;
+  u.a = x;
+  return u.b;
+}
+"""
+
+# floor division and modulo for operands of either sign (C++'s / and % truncate toward zero)
+FLOOR_HELPERS = """__device__ __forceinline__ long long floordiv(long long a, long long b) {
+  long long q = a / b;
+  return q - ((a % b != 0) & ((a < 0) != (b < 0)));
+}
+__device__ __forceinline__ long long floormod(long long a, long long b) {
+  long long r = a % b;
+  return r + (((r != 0) & ((r < 0) != (b < 0))) ? b : 0);
+}
+"""
+
+# CUDA's limits per axis x, y, z: blocks in the grid, threads in a block
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
+
+
+def launch_order(uops: Sequence[UOp]) -> tuple[int, ...]:
+    """Which CUDA axis (0, 1, 2: x, y, z) runs each launch dimension of a program (its gidxN / lidxN): dimension n
+    on axis n, unless that is over CUDA's limits (more than 65535 blocks on y or z, more than 64 threads on z);
+    then the first order, in itertools' order, that fits. The renderer and the runtime both use it.
+
+    >>> from zeptograd.uop.ops import UOp
+    >>> g = lambda n, size: UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, size),), f"gidx{n}")
+    >>> launch_order([g(0, 5), g(1, 70000)]), launch_order([g(0, 70000), g(1, 5)])
+    ((1, 0, 2), (0, 1, 2))
+    """
+    groups, local = [1, 1, 1], [1, 1, 1]
+    for u in uops:
+        if u.op is Ops.SPECIAL and u.arg[:4] in ("gidx", "lidx"):
+            (groups if u.arg[0] == "g" else local)[int(u.arg[4:])] = u.src[0].arg
+    for order in itertools.permutations(range(3)):
+        if all(groups[n] <= GRID_LIMITS[order[n]] and local[n] <= BLOCK_LIMITS[order[n]] for n in range(3)):
+            return order
+    raise ValueError(f"a launch of {groups} blocks of {local} threads fits no order of CUDA's axes")
+
+
+_MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
+# the intrinsics that reinterpret bits, by (from, to); other pairs go through zg_bitcast's union
+_BITCASTS = {
+    (dtypes.int32, dtypes.float32): "__int_as_float",
+    (dtypes.float32, dtypes.int32): "__float_as_int",
+    (dtypes.uint32, dtypes.float32): "__uint_as_float",
+    (dtypes.float32, dtypes.uint32): "__float_as_uint",
+    (dtypes.int64, dtypes.float64): "__longlong_as_double",
+    (dtypes.float64, dtypes.int64): "__double_as_longlong",
+    (dtypes.int16, dtypes.float16): "__short_as_half",
+    (dtypes.float16, dtypes.int16): "__half_as_short",
+    (dtypes.uint16, dtypes.float16): "__ushort_as_half",
+    (dtypes.float16, dtypes.uint16): "__half_as_ushort",
+}
+
+
+class CUDARenderer(CRenderer):
+    """Renders a linear program as a CUDA C kernel (see the module docstring)."""
+
+    device = "CUDA"
+    has_local = True  # launched over blocks of threads: codegen/gpudims.py makes the launch indices
+    max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
+
+    def supported_dtypes(self) -> frozenset[DType]:
+        """Every scalar dtype C has, half and double included (every GPU from sm_53 on has both).
+
+        >>> dtypes.float16 in CUDARenderer().supported_dtypes()
+        True
+        """
+        return frozenset(CUDA_DTYPES)
+
+    def max_lanes(self, op: Ops, dt: DType) -> int:
+        """One lane for every op: the renderer writes no vector types yet."""
+        return 1
+
+    def type_name(self, dt: DType) -> str:
+        if isinstance(dt, PtrDType):
+            return self.type_name(dt.base) + "*"
+        if dt.count > 1 or dt not in CUDA_TYPES:
+            raise NotImplementedError(f"the CUDA renderer has no type for {dt!r}")
+        return CUDA_TYPES[dt]
+
+    def const(self, value: object, dt: DType) -> str:
+        if dt is dtypes.float16:
+            return f"((half)({render_const(value, dtypes.float32)}))"
+        if dtypes.is_int(dt) and dt.itemsize < 4:
+            assert isinstance(value, int)
+            return f"(({self.type_name(dt)})({value}))"
+        return render_const(value, dt)
+
+    def param(self, u: UOp, name: str, written: bool) -> str:
+        assert isinstance(u.dtype, PtrDType)
+        return f"{'' if written else 'const '}{self.type_name(u.dtype.base)}* __restrict__ {name}"
+
+    def special(self, u: UOp, params: list[tuple[int, str]]) -> str | None:
+        kind = {"g": "blockIdx", "l": "threadIdx"}.get(u.arg[0])
+        if kind is None or u.arg[:4] not in ("gidx", "lidx") or u.arg[4:] not in ("0", "1", "2"):
+            raise NotImplementedError(f"the CUDA renderer has no launch index {u.arg!r} (gidxN and lidxN)")
+        t = self.type_name(u.dtype)
+        return f"const {t} {u.arg} = ({t}){kind}.{'xyz'[self._order[int(u.arg[4:])]]};"
+
+    def bitcast(self, u: UOp, x: str) -> str:
+        src, dst = u.src[0].dtype, u.dtype
+        if (fn := _BITCASTS.get((src, dst))) is not None:
+            return f"{fn}({x})"
+        return f"zg_bitcast<{self.type_name(dst)}, {self.type_name(src)}>({x})"
+
+    def other(self, u: UOp, src: list[str], names: dict[UOp, str]) -> str | None:
+        if u.op is Ops.DEFINE_LOCAL:
+            assert isinstance(u.dtype, PtrDType)
+            names[u] = f"temp{u.arg}"
+            return f"__shared__ {self.type_name(u.dtype.base)} {names[u]}[{u.dtype.size}];"
+        if u.op is Ops.BARRIER:
+            return "__syncthreads();"
+        return super().other(u, src, names)
+
+    def render(self, name: str, uops: Sequence[UOp]) -> str:
+        # the launch bounds: the threads of one block, the product of the lidx sizes
+        self._order = launch_order(uops)
+        self._block = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
+        return super().render(name, uops)
+
+    def head(self, name: str, args: str) -> str:
+        return f'extern "C" __global__ void __launch_bounds__({self._block}) {name}({args}) {{'
+
+    def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
+        used = {u.dtype.scalar() for u in uops} | {u.dtype.base.scalar() for u in uops if isinstance(u.dtype, PtrDType)}
+        half = "#include <cuda_fp16.h>\n" if dtypes.float16 in used else ""
+        return half + PRELUDE + (FLOOR_HELPERS if needs_floor else "")
+
+    def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
+        op, dt = u.op, u.dtype
+        if op is Ops.MULACC and dt in (dtypes.float32, dtypes.float64):
+            return f"{'fmaf' if dt is dtypes.float32 else 'fma'}({', '.join(src)})", False
+        if op in _MATH:
+            fn = _MATH[op]
+            if dt is dtypes.float64:
+                return f"{fn}({src[0]})", False
+            if dt is dtypes.float32:
+                return f"{fn}f({src[0]})", False
+            return f"(({self.type_name(dt)})({fn}f((float)({src[0]}))))", False  # half computes in float, as on the CPU
+        return super()._alu(u, src)

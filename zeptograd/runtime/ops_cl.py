@@ -1,0 +1,108 @@
+"""The CL device: OpenCL C kernels built and launched through pyopencl, on the first device of the first OpenCL
+platform (on this machine PoCL's CPU device, installed by `pip install "pyopencl[pocl]"`).
+
+Memory: a buffer's bytes stay in the host allocation every device uses (runtime/buffer.py), and the OpenCL buffer
+wraps it (`CL_MEM_USE_HOST_PTR`). On a device that shares host memory (PoCL's CPU device, an integrated GPU) the
+kernel works on those bytes in place, so a copy to or from another device, `.numpy()` and the memory planner's
+windows into an arena are host copies and views, as on the CPU device. Each launch waits for its kernel to
+finish: the host may read the bytes as soon as `run` returns. A device that does not share host memory is
+refused at start (it would need explicit copies, not written yet).
+
+Programs are built once per distinct source (a hash of it) and kept for the session; PoCL keeps its own disk
+cache of built kernels. A kernel is launched over the global and local sizes its SPECIAL indices ask for
+(codegen/gpudims.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from zeptograd.codegen import ProgramSpec
+from zeptograd.renderer.opencl import OpenCLRenderer
+from zeptograd.runtime.buffer import Buffer
+from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
+from zeptograd.uop.ops import Ops
+
+# OpenCL allows float division and sqrt 2.5-3 ulp off unless asked: rounded correctly, as on the CPU and the
+# PYTHON reference
+BUILD_OPTIONS = ["-cl-fp32-correctly-rounded-divide-sqrt"]
+
+
+class CLCompileError(RuntimeError):
+    """The OpenCL compiler rejected a generated kernel (a renderer bug: the message has the source)."""
+
+
+def pyopencl() -> Any:
+    """The `pyopencl` module; DeviceUnavailable naming what to install when it is missing."""
+    try:
+        import pyopencl as cl
+    except ImportError as e:
+        raise DeviceUnavailable(INSTALL_HINTS["CL"]) from e
+    return cl
+
+
+class CLDevice:
+    """Runs kernels rendered as OpenCL C on the first OpenCL device (PoCL on the CPU here)."""
+
+    name = "CL"
+
+    def __init__(self) -> None:
+        cl = self.cl = pyopencl()
+        platforms = cl.get_platforms()
+        if not platforms or not platforms[0].get_devices():
+            raise DeviceUnavailable(f"no OpenCL device found; {INSTALL_HINTS['CL']}")
+        self.device = platforms[0].get_devices()[0]
+        if not self.device.host_unified_memory:
+            raise DeviceUnavailable(f"{self.device.name}: the CL device runs only where OpenCL shares host memory")
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context)
+        self.renderer = OpenCLRenderer(frozenset(self.device.extensions.split()))
+        self.renderer.max_local_size = min(OpenCLRenderer.max_local_size, self.device.max_work_group_size)
+        self._kernels: dict[tuple[str, str], Any] = {}
+
+    def kernel(self, src: str, name: str) -> Any:
+        """The kernel `name` of OpenCL source `src`, built on first use."""
+        key = (hashlib.sha256(src.encode()).hexdigest(), name)
+        if (hit := self._kernels.get(key)) is None:
+            try:
+                built = self.cl.Program(self.context, src).build(options=BUILD_OPTIONS)
+            except self.cl.RuntimeError as e:
+                raise CLCompileError(f"OpenCL rejected the kernel {name}:\n{e}\n--- source ---\n{src}") from e
+            hit = self._kernels[key] = self.cl.Kernel(built, name)
+        return hit
+
+    def cl_buffer(self, buf: Buffer) -> Any:
+        """The OpenCL buffer over `buf`'s host bytes (made once per Buffer, kept on it)."""
+        mem = getattr(buf, "_cl_mem", None)
+        if mem is None:
+            raw = buf.as_bytes()
+            if raw.nbytes == 0:
+                raw = np.zeros(1, np.uint8)  # OpenCL has no empty buffer; nothing reads it
+            flags = self.cl.mem_flags.READ_WRITE | self.cl.mem_flags.USE_HOST_PTR
+            mem = self.cl.Buffer(self.context, flags, hostbuf=raw)
+            buf._cl_mem = mem  # type: ignore[attr-defined]
+        return mem
+
+    def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
+        kernel = self.kernel(program.src, program.name)
+        global_size, local_size = program.launch_global, program.launch_local
+        queue = self.queue
+        variables = [u for u in program.uops if u.op is Ops.DEFINE_VAR]
+        if variables:
+            raise NotImplementedError("symbolic variables on the CL device")
+
+        # a kernel's parameters are the buffers it uses, in DEFINE_GLOBAL order (one the kernel no longer reads is
+        # not a parameter; the CPU's C ignores it as an extra argument, OpenCL refuses it)
+        used = sorted(u.arg for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
+
+        def run(bufs: Sequence[Buffer]) -> None:
+            for position, i in enumerate(used):
+                kernel.set_arg(position, self.cl_buffer(bufs[i]))
+            self.cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+            queue.finish()  # the host reads the bytes next
+
+        return run
