@@ -118,6 +118,7 @@ class CUDARenderer(CRenderer):
     device = "CUDA"
     has_local = True  # launched over blocks of threads: codegen/gpudims.py makes the launch indices
     max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
+    local_size = 256  # threads a block the heuristic aims for: 8 warps, several blocks resident on each SM
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every scalar dtype C has, half and double included (every GPU from sm_53 on has both).
