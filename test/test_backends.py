@@ -1,0 +1,69 @@
+"""What every compiled backend must agree on, run on each one this machine has (LLVM, CL, and CUDA with a GPU):
+the op suite's random programs against numpy, and arithmetic bit for bit the PYTHON reference's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zeptograd import Device, Tensor, dtypes
+
+BACKENDS = ("LLVM", "CL", "CUDA")
+# (random-program seeds, programs a seed, fused programs a seed): a few seconds of compiling on each device
+RANDOM_PROGRAMS = {"LLVM": (3, 20, 10), "CL": (2, 15, 6), "CUDA": (2, 15, 6)}
+
+
+def usable(device: str) -> str:
+    if not Device.usable(device):
+        pytest.skip(f"{device} is not usable on this machine")
+    return device
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("device, seed", [(d, s) for d in BACKENDS for s in range(RANDOM_PROGRAMS[d][0])])
+def test_random_programs(device: str, seed: int):
+    """The op suite's random programs (movement, elementwise, reductions, joins), checked against numpy."""
+    from test_tensor_ops import run_random_programs
+    from test_tensor_programs import run_program
+
+    usable(device)
+    base = 1000 * (3 + 2 * BACKENDS.index(device))
+    _, programs, fused = RANDOM_PROGRAMS[device]
+    run_random_programs(base + seed, programs, device, 4096)
+    for k in range(fused):
+        run_program(base + 1000 + 10 * seed + k, device, 6)
+
+
+@pytest.mark.no_roundtrip
+@pytest.mark.parametrize("device", BACKENDS)
+def test_same_bits_as_the_python_reference(device: str):
+    """Arithmetic without transcendentals (which the PYTHON device computes exactly) is bit for bit the PYTHON
+    device's: the fused multiply-add only where the IR has one, division and sqrt correctly rounded, max with
+    NaN, floor division, casts, and half precision where the device has it."""
+    usable(device)
+    has_half = dtypes.float16 in Device[device].renderer.supported_dtypes()
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(64).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    a[:3] = [np.nan, 0.0, -0.0]
+
+    def program(dev: str) -> list[np.ndarray]:
+        x, y = Tensor(a, device=dev), Tensor(b, device=dev)
+        f = Tensor(np.nan_to_num(a), device=dev)  # NaN to int is undefined: casts get finite values
+        out = [
+            x * y + 0.1,
+            x * 3 - y * 5,
+            x / y,
+            y.abs().sqrt(),
+            x.maximum(y),
+            (f * 7).cast(dtypes.int32),
+            (f * 9).cast(dtypes.int32) // 4,
+            x.cast(dtypes.float64).mul(3.3).cast(dtypes.float32),
+        ]
+        if has_half:
+            h = x.cast(dtypes.float16)
+            out += [h * y.cast(dtypes.float16), x.cast(dtypes.float64).mul(3.3).cast(dtypes.float16)]
+        return [t.numpy() for t in out]
+
+    for got, want in zip(program(device), program("PYTHON"), strict=True):
+        np.testing.assert_array_equal(got, want)
