@@ -52,6 +52,7 @@ from zeptograd.uop.ops import Ops, UOp
 GROUP_MAX_OUTPUTS = 64  # more outputs than this keep the device busy one work-group per output
 GROUP_MIN_REDUCE = 4096  # a shorter reduction costs less than the barrier and the second pass
 GROUP_SIZE = 16
+GPU_GROUP_MIN_REDUCE = 256  # on a GPU, a shorter row is summed by one thread in less time than a barrier
 LOCAL_SIZE = 64
 THREAD_MIN_WORK = 1 << 17  # below this a kernel runs in less time than waking a second core takes
 SWAP_MIN_BYTES = 8 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
@@ -109,6 +110,14 @@ def _try(ast: UOp, opts: list[Opt], opt: Opt, max_local: int = 0) -> UOp:
         return ast
     opts.append(opt)
     return new
+
+
+def _group(ast: UOp, opts: list[Opt], op: OptOps, sizes: tuple[int, ...], max_local: int) -> UOp:
+    """`ast` with its last reduce axis grouped (GROUP or GROUPTOP `op`) by the first of `sizes` that divides it
+    and fits the device (the opt added to `opts`), else unchanged."""
+    axis = len(reduce_axes(ast)) - 1
+    amount = _divisor(reduce_axes(ast)[axis].src[0].arg, sizes)
+    return ast if amount is None else _try(ast, opts, Opt(op, axis, amount), max_local)
 
 
 def _divisor(size: int, choices: tuple[int, ...]) -> int | None:
@@ -222,19 +231,25 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
     opts: list[Opt] = []
     outs, reds = output_axes(ast), reduce_axes(ast)
     outputs = math.prod(r.src[0].arg for r in outs)
-    grouped = False
-    if reds and outputs < GROUP_MAX_OUTPUTS and reds[-1].src[0].arg >= GROUP_MIN_REDUCE:
-        amount = _divisor(reds[-1].src[0].arg, (GROUP_SIZE, 8, 4, 2))
-        if amount is not None:
-            before = len(opts)
-            ast = _try(ast, opts, Opt(OptOps.GROUPTOP, len(reds) - 1, amount), max_local)
-            grouped = len(opts) > before
-    # the CPU's plan without threads, from what is left. Without vector types (CUDA's renderer today) an
-    # elementwise kernel's upcast only spaces out the addresses neighbouring threads read: one element a thread
-    # keeps a warp's loads coalesced (H200, fp32 a + b on 2^26: 1696 GB/s with 8 lanes a thread)
+    # a renderer without vector types (CUDA's today) runs on a GPU: neighbouring threads must read neighbouring
+    # addresses (coalescing), and lanes a thread only multiply its code (an UNROLL 32 of exp: a 98 KB kernel)
     scalar_only = renderer.max_lanes(Ops.LOAD, dtypes.float32) == 1
+    contiguous = bool(reds) and any(_stride(x.address, reds[-1]) == 1 for x in _reads(ast))
+    if reds and outputs < GROUP_MAX_OUTPUTS and reds[-1].src[0].arg >= GROUP_MIN_REDUCE:
+        # few outputs: a group shares each reduction (a GPU's threads interleaved, coalesced; PoCL's work-items
+        # each a contiguous run, as a CPU core reads)
+        if scalar_only:
+            ast = _group(ast, opts, OptOps.GROUP, (256, 128, 64, 32, 16, 8, 4, 2), max_local)
+        else:
+            ast = _group(ast, opts, OptOps.GROUPTOP, (GROUP_SIZE, 8, 4, 2), max_local)
+    elif scalar_only and contiguous and reds[-1].src[0].arg >= GPU_GROUP_MIN_REDUCE:
+        # a row reduced along contiguous memory: a block a row, its threads reading it interleaved (coalesced)
+        ast = _group(ast, opts, OptOps.GROUP, (256, 128, 64, 32), max_local)
+    grouped = bool(opts)
+    # the CPU's plan without threads, from what is left; on a GPU without vectors only a matmul's register tile
+    # pays (H200, fp32 a + b on 2^26: 1696 GB/s with 8 lanes a thread, 3465 GB/s with one)
     for opt in hand_coded_opts(ast, None):
-        if opt.op is OptOps.THREAD or (scalar_only and not reds and opt.op is OptOps.UPCAST):
+        if opt.op is OptOps.THREAD or (scalar_only and (opt.op is OptOps.UNROLL or not reds)):
             continue
         ast = _try(ast, opts, opt, max_local)
     local_size = getattr(renderer, "local_size", LOCAL_SIZE)
