@@ -25,7 +25,7 @@ from zeptograd.renderer.ptx import PTXRenderer
 from zeptograd.schedule.kernelize import create_schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_cuda import CLAIMED, PTXAS, cast_ops, dtype_ops, family_ops  # noqa: E402
+from test_cuda import CLAIMED, PTXAS, cast_ops, dtype_ops, family_ops
 
 ARCHS = ("sm_80", "sm_90")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="no standalone ptxas (pip install nvidia-cuda-nvcc)")

@@ -165,7 +165,7 @@ class _Kernel:
     def __init__(self, name: str, uops: Sequence[UOp], arch: str):
         self.name, self.uops, self.arch = name, list(uops), arch
         self.names: dict[UOp, str] = {}
-        self.counts = {bits: 0 for bits in _PREFIX}
+        self.counts = dict.fromkeys(_PREFIX, 0)
         self.consts: list[str] = []  # constants, moved into registers before the body
         self.lines: list[str] = []
         self.decls: list[str] = []  # .shared and .local arrays
@@ -253,7 +253,7 @@ class _Kernel:
             for r in sorted(u.src[1:], key=pos.__getitem__, reverse=True):
                 head = self.loops[r]
                 self.emit(f"add.{REG_TYPES[r.dtype]} {names[r]}, {names[r]}, 1;")
-                self.emit(f"bra.uni {head};")
+                self.emit(f"bra {head};")
                 self.lines.append(f"{head}_exit:")
         elif op is Ops.IF:
             end = self.label()
@@ -413,7 +413,9 @@ class _Kernel:
             self.emit(f"{kind} {self.new(u)}, {a[0]}, {amount};")
             self.normalize(u)
         elif op is Ops.NEG:
-            self.emit(f"neg.{ty if is_float or not dtypes.is_unsigned(dt) else ty.replace('u', 's')} {self.new(u)}, {a[0]};")
+            self.emit(
+                f"neg.{ty if is_float or not dtypes.is_unsigned(dt) else ty.replace('u', 's')} {self.new(u)}, {a[0]};"
+            )
             self.normalize(u)
         elif op is Ops.MAX:
             # NaN wins, as in numpy: a when a is NaN or a > b, else b (NaN when b is)

@@ -360,7 +360,7 @@ class CUDADevice:
         _load_nvrtc()  # a missing compiler is found before the GPU is touched
         self.driver = _Driver()
         self.arch = self.driver.arch
-        self.renderer = CUDARenderer()
+        self.renderer: CUDARenderer | PTXRenderer = CUDARenderer()
         self.allocator = CUDAAllocator(self.driver)
         self._functions: dict[tuple[str, str], ctypes.c_void_p] = {}
         self._modules: list[ctypes.c_void_p] = []  # kept loaded for the session (their functions are cached)
