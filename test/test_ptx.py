@@ -93,6 +93,23 @@ def test_renderer_matches_cuda_plans() -> None:
     assert ptx.supported_dtypes() == cuda.supported_dtypes()
 
 
+def test_missing_gpu_names_the_driver() -> None:
+    from zeptograd.runtime.device import DeviceUnavailable
+
+    if Device.usable("PTX"):
+        pytest.skip("this machine has a usable GPU")
+    with pytest.raises(DeviceUnavailable, match="PTX device needs an NVIDIA GPU"):
+        Tensor([1.0], device="PTX")
+
+
+def test_bytes_stay_extended_in_16_bit_registers() -> None:
+    a = Tensor(np.arange(-4, 4, dtype=np.int8)).realize()
+    (src,) = kernels(a * 100)
+    assert "mul.lo.s16" in src and "cvt.s8.s16" in src  # the product is brought back into its byte
+    (src,) = kernels(a.cast(dtypes.float32).cast(dtypes.uint8))
+    assert "cvt.rzi.s32.f32" in src and "cvt.u8.s32" in src  # through int32, as the CPU devices do
+
+
 # ---- on the GPU ----
 
 needs_gpu = pytest.mark.skipif(not Device.usable("PTX"), reason="no usable CUDA GPU here (driver and GPU)")

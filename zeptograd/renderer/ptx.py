@@ -271,6 +271,9 @@ class _Kernel:
             self.render_store(u)
         elif op is Ops.CAST:
             self.render_cast(u)
+        elif op is Ops.BITCAST and u.dtype in (dtypes.int8, dtypes.uint8):
+            # the byte's bits, extended by the new sign in the 16-bit register
+            self.emit(f"cvt.{CVT_TYPES[u.dtype]}.{CVT_TYPES[u.src[0].dtype]} {self.new(u)}, {names[u.src[0]]};")
         elif op is Ops.BITCAST:
             names[u] = names[u.src[0]]  # the registers have no type: the same bits are the new value
         elif op in GroupOp.ALU:
