@@ -32,7 +32,7 @@ def _get_program(ast: Any, renderer: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         src = _original(ast, PTXRenderer()).src
         _sources.setdefault(src, program.name)
-    except Exception as e:  # noqa: BLE001 (a renderer failure is reported, not raised into the test)
+    except Exception as e:
         _errors.append(f"{program.name}: {type(e).__name__}: {e}")
     return program
 
@@ -57,13 +57,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from test_cuda import PTXAS
 
     assert PTXAS is not None, "no standalone ptxas"
-    with tempfile.TemporaryDirectory() as tmp:
-        with ThreadPoolExecutor(2) as pool:
-            results = list(pool.map(lambda a: _assemble(PTXAS[0], a[1], Path(tmp), a[0]), enumerate(_sources)))
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda a: _assemble(PTXAS[0], a[1], Path(tmp), a[0]), enumerate(_sources)))
     rejected = [r for r in results if r is not None]
     print(
-        f"\nptx_render_all: {len(_sources)} distinct kernels, {len(_sources) - len(rejected)} assembled for sm_80 and sm_90, "
-        f"{len(rejected)} rejected, {len(_errors)} failed to render"
+        f"\nptx_render_all: {len(_sources)} distinct kernels, {len(_sources) - len(rejected)} assembled for sm_80 "
+        f"and sm_90, {len(rejected)} rejected, {len(_errors)} failed to render"
     )
     for r in rejected[:5] + _errors[:20]:
         print(r[:3000])
