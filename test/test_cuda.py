@@ -13,6 +13,7 @@ the GPU and the host. The whole op suite runs with `DEVICE=CUDA pytest test/test
 from __future__ import annotations
 
 import gc
+import os
 import re
 import shutil
 import subprocess
@@ -48,7 +49,10 @@ def kernels(*outs: Tensor) -> list[str]:
 
 def _ptxas() -> tuple[str, tuple[int, int]] | None:
     """A standalone ptxas and the newest PTX ISA version it reads (None when there is none)."""
+    # the pip wheel's, then PATH's, then a toolkit's (the GPU machine has /usr/local/cuda/bin, not always on PATH)
+    toolkits = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
     candidates = [str(d / "ptxas") for d in _nvidia_dirs("bin")] + [shutil.which("ptxas") or ""]
+    candidates += [f"{home}/bin/ptxas" for home in toolkits if home]
     for path in candidates:
         if not path or not Path(path).is_file():
             continue
