@@ -1,4 +1,4 @@
-"""What every compiled backend must agree on, run on each one this machine has (LLVM, CL, and CUDA with a GPU):
+"""What every compiled backend must agree on, run on each one this machine has (LLVM, CL, and CUDA and PTX with a GPU):
 the op suite's random programs against numpy, and arithmetic bit for bit the PYTHON reference's."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 
 from zeptograd import Device, Tensor, dtypes
 
-BACKENDS = ("LLVM", "CL", "CUDA")
+BACKENDS = ("LLVM", "CL", "CUDA", "PTX")
 # (random-program seeds, programs a seed, fused programs a seed): a few seconds of compiling on each device
-RANDOM_PROGRAMS = {"LLVM": (3, 20, 10), "CL": (2, 15, 6), "CUDA": (2, 15, 6)}
+RANDOM_PROGRAMS = {"LLVM": (3, 20, 10), "CL": (2, 15, 6), "CUDA": (2, 15, 6), "PTX": (2, 15, 6)}
 
 
 def usable(device: str) -> str:

@@ -13,6 +13,7 @@ the GPU and the host. The whole op suite runs with `DEVICE=CUDA pytest test/test
 from __future__ import annotations
 
 import gc
+import os
 import re
 import shutil
 import subprocess
@@ -48,7 +49,10 @@ def kernels(*outs: Tensor) -> list[str]:
 
 def _ptxas() -> tuple[str, tuple[int, int]] | None:
     """A standalone ptxas and the newest PTX ISA version it reads (None when there is none)."""
+    # the pip wheel's, then PATH's, then a toolkit's (the GPU machine has /usr/local/cuda/bin, not always on PATH)
+    toolkits = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
     candidates = [str(d / "ptxas") for d in _nvidia_dirs("bin")] + [shutil.which("ptxas") or ""]
+    candidates += [f"{home}/bin/ptxas" for home in toolkits if home]
     for path in candidates:
         if not path or not Path(path).is_file():
             continue
@@ -86,9 +90,11 @@ def t(shape: tuple[int, ...], dtype: DType = dtypes.float32) -> Tensor:
 CLAIMED = sorted(CUDARenderer().supported_dtypes(), key=lambda d: d.name)
 
 
-@needs_nvrtc
-@pytest.mark.parametrize("dtype", CLAIMED, ids=lambda d: d.name)
-def test_every_claimed_dtype_compiles(dtype: DType, tmp_path: Path) -> None:
+# the representative op set, shared with test/test_ptx.py: each function gives the tensors whose kernels are compiled
+
+
+def dtype_ops(dtype: DType) -> list[Tensor]:
+    """Elementwise ops, casts, reductions and division in one dtype."""
     a, b = t((37, 5), dtype), t((37, 5), dtype)
     outs = [a + b, a * b, a.maximum(b), (a < b).where(a, b), a.cast(dtypes.float32), a.sum(1), a.max(0)]
     if dtype is not dtypes.bool:
@@ -97,30 +103,27 @@ def test_every_claimed_dtype_compiles(dtype: DType, tmp_path: Path) -> None:
         outs += [a / b, a.sqrt(), a.exp(), a.log(), a.sin(), a.trunc()]
     else:
         outs += [a // (b.abs() + 1) if dtype is not dtypes.bool else a & b]
-    srcs = kernels(*outs)
-    assert srcs
-    for src in srcs:
-        accepted(src, tmp_path)
+    return outs
 
 
-@needs_nvrtc
-def test_casts_between_every_pair_compile(tmp_path: Path) -> None:
-    srcs = []
+def cast_ops() -> list[list[Tensor]]:
+    """Casts between every pair of claimed dtypes and bit casts between every pair of one size (groups of tensors
+    scheduled together)."""
+    groups = []
     for src_dt in CLAIMED:
         a = t((3, 5), src_dt)
-        srcs += kernels(*[a.cast(dst) for dst in CLAIMED if dst is not src_dt])
+        groups.append([a.cast(dst) for dst in CLAIMED if dst is not src_dt])
         if src_dt.itemsize in (2, 4, 8) and src_dt is not dtypes.bool:
             same = [d for d in CLAIMED if d.itemsize == src_dt.itemsize and d is not src_dt and d is not dtypes.bool]
-            srcs += kernels(*[a.bitcast(d) for d in same])
-    for src in srcs:
-        accepted(src, tmp_path)
+            groups.append([a.bitcast(d) for d in same])
+    return groups
 
 
-@needs_nvrtc
-def test_op_families_compile(tmp_path: Path) -> None:
+def family_ops() -> list[Tensor]:
+    """Op families: fused chains, reductions (grouped through shared memory), matmul, softmax, gathers, padding."""
     x, w, idx = t((64, 48)), t((48, 40)), Tensor(RNG.integers(0, 64, (10,)).astype(np.int32))
     big = t((2, 16384))
-    outs = [
+    return [
         (x * 2 + 1).relu().exp2().log2(),  # elementwise chain, fused
         x.sum(),
         x.mean(0),
@@ -139,7 +142,27 @@ def test_op_families_compile(tmp_path: Path) -> None:
         x.pow(2.5),
         x.float().div(w[:, :1].T.expand(64, 48) + 4, rounding_mode="floor"),
     ]
-    srcs = [src for o in outs for src in kernels(o)]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("dtype", CLAIMED, ids=lambda d: d.name)
+def test_every_claimed_dtype_compiles(dtype: DType, tmp_path: Path) -> None:
+    srcs = kernels(*dtype_ops(dtype))
+    assert srcs
+    for src in srcs:
+        accepted(src, tmp_path)
+
+
+@needs_nvrtc
+def test_casts_between_every_pair_compile(tmp_path: Path) -> None:
+    srcs = [src for group in cast_ops() for src in kernels(*group)]
+    for src in srcs:
+        accepted(src, tmp_path)
+
+
+@needs_nvrtc
+def test_op_families_compile(tmp_path: Path) -> None:
+    srcs = [src for o in family_ops() for src in kernels(o)]
     assert any("__shared__" in s and "__syncthreads();" in s for s in srcs)
     assert any("blockIdx.x" in s and "threadIdx.x" in s for s in srcs)
     for src in srcs:

@@ -13,7 +13,7 @@ import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA")
+DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA", "PTX")
 # the Python package each optional device needs, and what to install when it is missing
 REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
 INSTALL_HINTS = {
@@ -21,9 +21,10 @@ INSTALL_HINTS = {
     "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or "pyopencl[pocl]")',
     "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
     "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
+    "PTX": "the PTX device needs an NVIDIA GPU with its driver (libcuda.so.1, which JIT-compiles the PTX)",
 }
 # devices whose buffers live in the device's own memory (not host memory): copies go through the device's allocator
-DEVICE_MEMORY = ("CUDA",)
+DEVICE_MEMORY = ("CUDA", "PTX")
 # devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
 
@@ -73,6 +74,13 @@ class _Device:
                 if (problem := cuda_problem()) is not None:
                     self._problems[base] = problem
                 self._usable[base] = problem is None
+            elif base == "PTX":
+                # the driver alone: it JIT-compiles PTX, so no NVRTC is needed
+                from zeptograd.runtime.ops_cuda import driver_problem
+
+                if (problem := driver_problem()) is not None:
+                    self._problems[base] = problem.replace(INSTALL_HINTS["CUDA"], INSTALL_HINTS["PTX"])
+                self._usable[base] = problem is None
             else:
                 self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
         return self._usable[base]
@@ -93,6 +101,10 @@ class _Device:
                 from zeptograd.runtime.ops_cuda import CUDADevice
 
                 self._opened[name] = CUDADevice()
+            elif name == "PTX":
+                from zeptograd.runtime.ops_cuda import PTXDevice
+
+                self._opened[name] = PTXDevice()
             elif name == "LLVM":
                 from zeptograd.runtime.ops_llvm import LLVMDevice
 

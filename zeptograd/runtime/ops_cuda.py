@@ -41,6 +41,7 @@ import numpy as np
 from zeptograd.codegen import ProgramSpec
 from zeptograd.helpers import DEBUG
 from zeptograd.renderer.cuda import CUDARenderer, launch_order
+from zeptograd.renderer.ptx import PTXRenderer
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
 from zeptograd.runtime.ops_cpu import cache_dir
@@ -238,6 +239,7 @@ class _Driver:
             "cuMemcpyDtoH_v2": [vp, ctypes.c_uint64, ctypes.c_size_t],
             "cuMemcpyDtoD_v2": [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t],
             "cuModuleLoadData": [ctypes.POINTER(vp), vp],
+            "cuModuleLoadDataEx": [ctypes.POINTER(vp), vp, ui, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(vp)],
             "cuModuleGetFunction": [ctypes.POINTER(vp), vp, ctypes.c_char_p],
             "cuLaunchKernel": [vp, ui, ui, ui, ui, ui, ui, ui, vp, ctypes.POINTER(vp), ctypes.POINTER(vp)],
         }
@@ -358,7 +360,7 @@ class CUDADevice:
         _load_nvrtc()  # a missing compiler is found before the GPU is touched
         self.driver = _Driver()
         self.arch = self.driver.arch
-        self.renderer = CUDARenderer()
+        self.renderer: CUDARenderer | PTXRenderer = CUDARenderer()
         self.allocator = CUDAAllocator(self.driver)
         self._functions: dict[tuple[str, str], ctypes.c_void_p] = {}
         self._modules: list[ctypes.c_void_p] = []  # kept loaded for the session (their functions are cached)
@@ -421,10 +423,54 @@ class CUDADevice:
         self.driver.check(self.driver.lib.cuCtxSynchronize(), "cuCtxSynchronize")
 
 
-def cuda_problem() -> str | None:
-    """Why the CUDA device cannot run here (None: it can): no NVRTC, no driver library, or no GPU."""
-    if (problem := nvrtc_problem()) is not None:
-        return problem
+# cuda.h: CUjit_option values for the JIT's error log
+_JIT_ERROR_LOG_BUFFER, _JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 5, 6
+
+
+class PTXDevice(CUDADevice):
+    """Runs kernels rendered as PTX (renderer/ptx.py) on GPU 0: the driver JIT-compiles the PTX text when it is
+    loaded (cuModuleLoadDataEx), so this device needs the GPU driver only, not NVRTC. Memory, copies and launches
+    are the CUDA device's. The PTX names `.target sm_80` (or the GPU's own arch when that is older) and ISA 8.0,
+    which every CUDA 12 and 13 driver reads.
+
+    >>> PTXDevice.name
+    'PTX'
+    """
+
+    name = "PTX"
+
+    def __init__(self) -> None:
+        self.driver = _Driver()
+        self.arch = self.driver.arch
+        self.renderer = PTXRenderer(self.arch if int(self.arch[3:]) < 80 else "sm_80")
+        self.allocator = CUDAAllocator(self.driver)
+        self._functions = {}
+        self._modules = []
+
+    def function(self, src: str, name: str) -> ctypes.c_void_p:
+        """The kernel `name` of PTX `src`, JIT-compiled by the driver and loaded (once per source)."""
+        if (fn := self._functions.get((src, name))) is not None:
+            return fn
+        module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        log = ctypes.create_string_buffer(16384)
+        options = (ctypes.c_int * 2)(_JIT_ERROR_LOG_BUFFER, _JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+        values = (ctypes.c_void_p * 2)(ctypes.cast(log, ctypes.c_void_p), ctypes.c_void_p(len(log)))
+        image = ctypes.create_string_buffer(src.encode())  # PTX is loaded as NUL-terminated text
+        status = self.driver.lib.cuModuleLoadDataEx(ctypes.byref(module), image, 2, options, values)
+        if status != 0:
+            text = log.value.decode(errors="replace")
+            try:
+                self.driver.check(status, "cuModuleLoadDataEx")
+            except CUDAError as e:
+                raise CUDACompileError(f"the driver's JIT rejected the PTX of {name}: {e}\n{text}\n{src}") from e
+        self.driver.check(self.driver.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), name)
+        self._modules.append(module)
+        self._functions[(src, name)] = fn
+        return fn
+
+
+def driver_problem() -> str | None:
+    """Why no kernel can run on an NVIDIA GPU here (None: one can): no driver library, or no GPU."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -433,3 +479,10 @@ def cuda_problem() -> str | None:
     if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
         return INSTALL_HINTS["CUDA"] + " (the NVIDIA driver is installed but sees no GPU)"
     return None
+
+
+def cuda_problem() -> str | None:
+    """Why the CUDA device cannot run here (None: it can): no NVRTC, no driver library, or no GPU."""
+    if (problem := nvrtc_problem()) is not None:
+        return problem
+    return driver_problem()
