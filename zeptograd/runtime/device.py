@@ -13,17 +13,19 @@ import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA")
+DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA", "WEBGPU")
 # the Python package each optional device needs, and what to install when it is missing
-REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
+REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl", "WEBGPU": "wgpu"}
 INSTALL_HINTS = {
     "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
     "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or "pyopencl[pocl]")',
     "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
     "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
+    "WEBGPU": 'the WEBGPU device needs wgpu and a GPU driver (or Mesa\'s lavapipe on the CPU): pip install -e ".[webgpu]" '
+    "(or pip install wgpu), and apt-get install mesa-vulkan-drivers on a machine without a GPU",
 }
 # devices whose buffers live in the device's own memory (not host memory): copies go through the device's allocator
-DEVICE_MEMORY = ("CUDA",)
+DEVICE_MEMORY = ("CUDA", "WEBGPU")
 # devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
 
@@ -73,13 +75,20 @@ class _Device:
                 if (problem := cuda_problem()) is not None:
                     self._problems[base] = problem
                 self._usable[base] = problem is None
+            elif base == "WEBGPU":
+                # the package, then an adapter: wgpu without a driver (no GPU, no lavapipe) finds none
+                from zeptograd.runtime.ops_webgpu import webgpu_problem
+
+                if (problem := webgpu_problem()) is not None:
+                    self._problems[base] = problem
+                self._usable[base] = problem is None
             else:
                 self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
         return self._usable[base]
 
     def get_available_devices(self) -> list[str]:
         """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite
-        and pyopencl, and 'CUDA' where there is an NVIDIA GPU."""
+        and pyopencl, 'CUDA' where there is an NVIDIA GPU, 'WEBGPU' where wgpu finds an adapter."""
         return [d for d in DEVICES if self.usable(d)]
 
     def __getitem__(self, name: str) -> Any:
@@ -101,6 +110,10 @@ class _Device:
                 from zeptograd.runtime.ops_cl import CLDevice
 
                 self._opened[name] = CLDevice()
+            elif name == "WEBGPU":
+                from zeptograd.runtime.ops_webgpu import WebGPUDevice
+
+                self._opened[name] = WebGPUDevice()
             else:
                 from zeptograd.runtime.ops_python import PythonDevice
 
