@@ -233,6 +233,12 @@ class WGSLRenderer(CRenderer):
             logic = {Ops.CMPLT: f"(!{src[0]} && {src[-1]})", Ops.XOR: f"({src[0]} != {src[-1]})"}
             logic |= {Ops.MAX: f"({src[0]} || {src[-1]})", Ops.NEG: f"(!{src[0]})"}
             return logic[op], False
+        if op is Ops.CMPNE and dtypes.is_float(operand):
+            # WGSL may assume there are no NaNs (naga and lavapipe fold x != x to false, and != is ordered): the
+            # NaN test on the bits, and != as the negation of the ordered ==, which is false for a NaN
+            if u.src[0] is u.src[1]:
+                return _isnan(src[0]), False
+            return f"!({src[0]} == {src[1]})", False
         if op in (Ops.SHL, Ops.SHR):
             return f"({src[0]} {'<<' if op is Ops.SHL else '>>'} u32({src[1]}))", False
         if op in _INFIX:
@@ -245,7 +251,7 @@ class WGSLRenderer(CRenderer):
             return f"(-{src[0]})", False
         if op is Ops.MAX and dtypes.is_float(dt):
             a, b = src
-            return f"select({b}, {a}, ({a} != {a}) || ({a} > {b}))", False  # NaN wins, as in numpy
+            return f"select({b}, {a}, {_isnan(a)} || ({a} > {b}))", False  # NaN wins, as in numpy
         if op is Ops.MAX:
             return f"max({src[0]}, {src[1]})", False
         if op is Ops.WHERE:
@@ -259,6 +265,11 @@ class WGSLRenderer(CRenderer):
         if op in _MATH:
             return f"{_MATH[op]}({src[0]})", False
         raise NotImplementedError(f"the WGSL renderer cannot render {op.name}")
+
+
+def _isnan(x: str) -> str:
+    """x is a NaN: its exponent all ones and its mantissa not zero."""
+    return f"((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
 
 
 def _global_bool(index: UOp) -> bool:
