@@ -22,75 +22,45 @@ from __future__ import annotations
 
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.uop.ops import GroupOp, Ops, UOp
-from zeptograd.uop.pattern import PatternMatcher, UPat
-from zeptograd.uop.rewrite import graph_rewrite
 
 F32, F64 = dtypes.float32, dtypes.float64
 
 
-def _cast_to_wide(c: UOp, x: UOp) -> UOp | None:
-    if x.dtype is F64:
-        return None  # a float64 load stays (the device refuses it)
-    return x if x.dtype is F32 else x.cast(F32)
-
-
-def _wide_alu(u: UOp) -> UOp | None:
-    if any(s.dtype is F64 for s in u.src):
-        return None  # its operands are not demoted (float64 memory)
-    return UOp(u.op, F32, u.src, u.arg)
-
-
-def _sign_bits(b: UOp, x: UOp) -> UOp | None:
-    # the float64's bits only serve a sign test (_signbit): the float32's bits, sign-extended, have the same sign
-    return x.bitcast(dtypes.int32).cast(b.dtype) if x.dtype is F32 else None
-
-
 # a float64's sign-bit masks and the float32's that do the same (abs, copysign, negation by bits)
 _SIGN_MASKS = {2**63 - 1: 2**31 - 1, -(2**63): -(2**31)}
+_INT64 = (dtypes.int64, dtypes.uint64)
 
 
-def _sign_mask(b: UOp, y: UOp, c: UOp, op: UOp) -> UOp | None:
-    if y.dtype is not dtypes.int32 or c.arg not in _SIGN_MASKS:
-        return None
-    return UOp(op.op, dtypes.int32, (y, UOp.const(dtypes.int32, _SIGN_MASKS[c.arg]))).bitcast(F32)
-
-
-demote_rules = PatternMatcher(
-    [
+def _demoted(u: UOp, src: tuple[UOp, ...]) -> UOp:
+    """The float32 form of node `u` whose sources are already demoted to `src`. One node at a time, parents after
+    children, each built with its final dtype (a rewrite would build float64 nodes of float32 operands first,
+    which the spec refuses)."""
+    op, dt = u.op, u.dtype
+    if op is Ops.CAST and dt is F64 and src[0].dtype is not F64:
         # CAST(x: f32, f64) -> x; CAST(x: int, f64) -> CAST(x, f32)
-        (UPat(Ops.CAST, F64, (UPat.var("x"),), name="c"), _cast_to_wide),
-        # CAST(x: f32, f32) -> x (what the cast back from float64 became)
-        (UPat(Ops.CAST, F32, (UPat.var("x", F32),)), lambda x: x),
-        # CONST c: f64 -> CONST c: f32 (rounded)
-        (UPat(Ops.CONST, F64, name="c"), lambda c: UOp.const(F32, c.arg)),
-        # op(...): f64 on f32 operands -> op(...): f32
-        (UPat(GroupOp.ALU, F64, name="u"), _wide_alu),
-        # BITCAST(x: f32, int64) -> CAST(BITCAST(x, int32), int64): the same sign
-        (UPat(Ops.BITCAST, (dtypes.int64, dtypes.uint64), (UPat.var("x"),), name="b"), _sign_bits),
-        # BITCAST(CAST(y: i32, i64) & sign mask, f64) -> BITCAST(y & its 32-bit mask, f32) (and | ^ alike)
-        (
-            UPat(
-                Ops.BITCAST,
-                F64,
-                (
-                    UPat(
-                        (Ops.AND, Ops.OR, Ops.XOR),
-                        dtypes.int64,
-                        [UPat(Ops.CAST, dtypes.int64, (UPat.var("y"),)), UPat.cvar("c")],
-                        name="op",
-                    ),
-                ),
-                name="b",
-            ),
-            _sign_mask,
-        ),
+        return src[0] if src[0].dtype is F32 else src[0].cast(F32)
+    if op is Ops.CAST and dt is F32 and src[0].dtype is F32:
+        return src[0]  # CAST(x: f32, f32) -> x (the cast back from float64)
+    if op is Ops.CONST and dt is F64:
+        return UOp.const(F32, u.arg)  # CONST c: f64 -> CONST c: f32 (rounded)
+    if op in GroupOp.ALU and dt is F64 and all(s.dtype is not F64 for s in src):
+        return UOp(op, F32, src, u.arg)  # op(...): f64 -> op(...): f32
+    if op is Ops.BITCAST and dt in _INT64 and src[0].dtype is F32:
+        # BITCAST(x: f32, int64) -> CAST(BITCAST(x, int32), int64): the same sign, all _signbit asks of it
+        return src[0].bitcast(dtypes.int32).cast(dt)
+    if op is Ops.BITCAST and dt is F64 and src[0].op in (Ops.AND, Ops.OR, Ops.XOR):
+        # BITCAST(CAST(y: i32, i64) & sign mask, f64) -> BITCAST(y & the 32-bit mask, f32) (| and ^ alike)
+        wide, mask = src[0].src
+        if wide.op is Ops.CAST and wide.src[0].dtype is dtypes.int32 and mask.op is Ops.CONST:
+            if mask.arg in _SIGN_MASKS:
+                narrow = UOp.const(dtypes.int32, _SIGN_MASKS[mask.arg])
+                return UOp(src[0].op, dtypes.int32, (wide.src[0], narrow)).bitcast(F32)
+    if op is Ops.CMPLT and src[0].op is Ops.CAST and src[0].dtype is dtypes.int64 and src[1].op is Ops.CONST:
         # CAST(y: i32, i64) < c -> y < c, for c within int32 (widening keeps the order)
-        (
-            UPat(Ops.CMPLT, src=(UPat(Ops.CAST, dtypes.int64, (UPat.var("y", dtypes.int32),)), UPat.cvar("c"))),
-            lambda y, c: y.lt(UOp.const(dtypes.int32, c.arg)) if -(2**31) <= c.arg < 2**31 else None,
-        ),
-    ]
-)
+        y = src[0].src[0]
+        if y.dtype is dtypes.int32 and -(2**31) <= src[1].arg < 2**31:
+            return y.lt(UOp.const(dtypes.int32, src[1].arg))
+    return u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
 
 
 def demote_float64(sink: UOp) -> UOp:
@@ -100,4 +70,7 @@ def demote_float64(sink: UOp) -> UOp:
         return sink
     if any(isinstance(u.dtype, PtrDType) and u.dtype.base.scalar() is F64 for u in nodes):
         return sink  # float64 memory: the device refuses the kernel
-    return graph_rewrite(sink, demote_rules, name="float64 -> float32")
+    done: dict[UOp, UOp] = {}
+    for u in nodes:
+        done[u] = _demoted(u, tuple(done[s] for s in u.src))
+    return done[sink]
