@@ -59,7 +59,9 @@ def test_many_work_groups():
 def test_elementwise(shape: tuple[int, ...]):
     a, b = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
     ta, tb = Tensor(a, device=DEV), Tensor(b, device=DEV)
-    np.testing.assert_allclose((ta * tb + ta.exp() - tb.abs().sqrt()).numpy(), a * b + np.exp(a) - np.sqrt(np.abs(b)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        (ta * tb + ta.exp() - tb.abs().sqrt()).numpy(), a * b + np.exp(a) - np.sqrt(np.abs(b)), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_array_equal((ta < tb).numpy(), a < b)
     np.testing.assert_array_equal(ta.maximum(tb).numpy(), np.maximum(a, b))
 
@@ -89,7 +91,9 @@ def test_matmul_and_softmax():
     a, b = rng.standard_normal((65, 130)).astype(np.float32), rng.standard_normal((130, 33)).astype(np.float32)
     np.testing.assert_allclose((Tensor(a, device=DEV) @ Tensor(b, device=DEV)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
     e = np.exp(a - a.max(1, keepdims=True))
-    np.testing.assert_allclose(Tensor(a, device=DEV).softmax(1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        Tensor(a, device=DEV).softmax(1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7
+    )
 
 
 def test_nan_and_infinities():
@@ -131,7 +135,10 @@ def test_pow_float32():
     fin = np.isfinite(want) & (want > 1e-37) & (want < 1e37)
     rel = np.abs(got[fin] - want[fin]) / want[fin]
     assert (rel <= 2.0**-22 * (1 + np.abs(np.log2(want[fin])))).all()
-    neg = (Tensor(np.array([-2.0, -2.0, -8.0], np.float32), device=DEV) ** Tensor(np.array([3.0, 0.5, 2.0], np.float32), device=DEV)).numpy()
+    neg = (
+        Tensor(np.array([-2.0, -2.0, -8.0], np.float32), device=DEV)
+        ** Tensor(np.array([3.0, 0.5, 2.0], np.float32), device=DEV)
+    ).numpy()
     np.testing.assert_allclose(neg, [-8.0, np.nan, 64.0], rtol=1e-6)
 
 

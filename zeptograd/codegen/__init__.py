@@ -116,7 +116,11 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     """The linear program of a kernel AST (optimized for `renderer`'s device unless NOOPT, or with `opts`)."""
     _check(ast, "kernel AST")
     ast = fold_closed_forms(lower_narrow_floats(ast))
-    if renderer is not None and hasattr(renderer, "supported_dtypes") and dtypes.float64 not in renderer.supported_dtypes():
+    if (
+        renderer is not None
+        and hasattr(renderer, "supported_dtypes")
+        and dtypes.float64 not in renderer.supported_dtypes()
+    ):
         ast = demote_float64(ast)  # float64 math inside float32 ops, in float32 (demote.py)
     sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
     if getattr(renderer, "has_local", False):

@@ -51,10 +51,10 @@ def _demoted(u: UOp, src: tuple[UOp, ...]) -> UOp:
     if op is Ops.BITCAST and dt is F64 and src[0].op in (Ops.AND, Ops.OR, Ops.XOR):
         # BITCAST(CAST(y: i32, i64) & sign mask, f64) -> BITCAST(y & the 32-bit mask, f32) (| and ^ alike)
         wide, mask = src[0].src
-        if wide.op is Ops.CAST and wide.src[0].dtype is dtypes.int32 and mask.op is Ops.CONST:
-            if mask.arg in _SIGN_MASKS:
-                narrow = UOp.const(dtypes.int32, _SIGN_MASKS[mask.arg])
-                return UOp(src[0].op, dtypes.int32, (wide.src[0], narrow)).bitcast(F32)
+        narrow_sign = wide.op is Ops.CAST and wide.src[0].dtype is dtypes.int32
+        if narrow_sign and mask.op is Ops.CONST and mask.arg in _SIGN_MASKS:
+            narrow = UOp.const(dtypes.int32, _SIGN_MASKS[mask.arg])
+            return UOp(src[0].op, dtypes.int32, (wide.src[0], narrow)).bitcast(F32)
     if op is Ops.CMPLT and src[0].op is Ops.CAST and src[0].dtype is dtypes.int64 and src[1].op is Ops.CONST:
         # CAST(y: i32, i64) < c -> y < c, for c within int32 (widening keeps the order)
         y = src[0].src[0]

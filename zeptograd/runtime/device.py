@@ -21,8 +21,8 @@ INSTALL_HINTS = {
     "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or "pyopencl[pocl]")',
     "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
     "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
-    "WEBGPU": 'the WEBGPU device needs wgpu and a GPU driver (or Mesa\'s lavapipe on the CPU): pip install -e ".[webgpu]" '
-    "(or pip install wgpu), and apt-get install mesa-vulkan-drivers on a machine without a GPU",
+    "WEBGPU": "the WEBGPU device needs wgpu and a GPU driver (or Mesa's lavapipe on the CPU): "
+    'pip install -e ".[webgpu]" (or pip install wgpu), and apt-get install mesa-vulkan-drivers without a GPU',
 }
 # devices whose buffers live in the device's own memory (not host memory): copies go through the device's allocator
 DEVICE_MEMORY = ("CUDA", "WEBGPU")

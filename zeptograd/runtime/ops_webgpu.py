@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import hashlib
+import importlib
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -43,10 +44,9 @@ class WebGPUCompileError(RuntimeError):
 def wgpu_module() -> Any:
     """The `wgpu` module; DeviceUnavailable naming what to install when it is missing."""
     try:
-        import wgpu
+        return importlib.import_module("wgpu")  # untyped: the device uses it as Any
     except ImportError as e:
         raise DeviceUnavailable(INSTALL_HINTS["WEBGPU"]) from e
-    return wgpu
 
 
 _adapter: Any = None
@@ -164,7 +164,9 @@ class WebGPUDevice:
         if (hit := self._pipelines.get(key)) is None:
             try:
                 module = self.device.create_shader_module(code=src)
-                hit = self.device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": name})
+                hit = self.device.create_compute_pipeline(
+                    layout="auto", compute={"module": module, "entry_point": name}
+                )
             except Exception as e:  # wgpu's validation errors: a shader the renderer got wrong
                 raise WebGPUCompileError(f"wgpu rejected the kernel {name}:\n{e}\n--- source ---\n{src}") from e
             self._pipelines[key] = hit
