@@ -239,6 +239,9 @@ class WGSLRenderer(CRenderer):
             if u.src[0] is u.src[1]:
                 return _isnan(src[0]), False
             return f"!({src[0]} == {src[1]})", False
+        if op in (Ops.FDIV, Ops.RECIPROCAL) and dtypes.is_float(dt):
+            a, b = (src[0], src[1]) if op is Ops.FDIV else (self.const(1.0, dt), src[0])
+            return _divide(a, b), False
         if op in (Ops.SHL, Ops.SHR):
             return f"({src[0]} {'<<' if op is Ops.SHL else '>>'} u32({src[1]}))", False
         if op in _INFIX:
@@ -260,11 +263,17 @@ class WGSLRenderer(CRenderer):
             return f"fma({', '.join(src)})", False
         if op is Ops.MULACC:
             return f"(({src[0]} * {src[1]}) + {src[2]})", False
-        if op is Ops.RECIPROCAL:
-            return f"({self.const(1.0, dt)} / {src[0]})", False
         if op in _MATH:
             return f"{_MATH[op]}({src[0]})", False
         raise NotImplementedError(f"the WGSL renderer cannot render {op.name}")
+
+
+def _divide(a: str, b: str) -> str:
+    """a / b with IEEE's result for b = 0 (WGSL leaves it indeterminate; lavapipe gives 0): NaN for 0/0 and NaN/0,
+    else an infinity with the sign of a times the sign of b's zero."""
+    special = f"select(0x7f800000u, 0x7fc00000u, {_isnan(a)} || ({a} == 0.0f))"
+    signed = f"bitcast<f32>({special} | ((bitcast<u32>({a}) ^ bitcast<u32>({b})) & 0x80000000u))"
+    return f"select({a} / {b}, {signed}, {b} == 0.0f)"
 
 
 def _isnan(x: str) -> str:
