@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from zeptograd import Device, Tensor
+from zeptograd.codegen import UnsupportedDType
 
 Row = tuple[str, Callable[[str], Callable[[], Any]], Callable[[], Any]]
 
@@ -103,14 +104,34 @@ def rows(quick: bool) -> list[Row]:
     ]
 
 
+def synchronized(device: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn`, waiting for the device's queue where launches are asynchronous (CUDA, WEBGPU), so the time is the
+    kernel's and not only its submission's."""
+    dev = Device[device]
+    if not hasattr(dev, "synchronize"):
+        return fn
+
+    def run() -> Any:
+        out = fn()
+        dev.synchronize()
+        return out
+
+    return run
+
+
 def compare(device: str, quick: bool = False, rounds: int = 3) -> None:
     """Print each row's time on the CPU, on `device` and in numpy, and the ratios."""
     runs = 3 if quick else 5
     x = f"{device}/CPU"
     print(f"{'row':<22} {'CPU':>10} {device:>10} {'numpy':>10} {x:>9} {'CPU thr.':>8} {'CPU/np':>7} {'X/np':>7}")
     for name, make, np_fn in rows(quick):
-        fns = {dev: make(dev) for dev in ("CPU", device)}
+        fns = {dev: synchronized(dev, make(dev)) for dev in ("CPU", device)}
         want = np.asarray(np_fn(), np.float64)
+        try:
+            fns[device]()
+        except UnsupportedDType as e:  # a row the device refuses (sin on WEBGPU: 64-bit ints)
+            print(f"{name:<22} {device}: {e}")
+            continue
         for dev, fn in fns.items():
             got = fn().numpy()  # compiles; checked against numpy
             if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max()))):

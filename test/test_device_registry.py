@@ -16,6 +16,7 @@ from zeptograd.runtime.device import DeviceUnavailable, _Device
     [
         ("LLVM", "llvmlite", "ops_llvm", "llvmlite_binding", "llvm"),
         ("CL", "pyopencl", "ops_cl", "pyopencl", "opencl"),
+        ("WEBGPU", "wgpu", "ops_webgpu", "wgpu_module", "webgpu"),
     ],
 )
 def test_missing_package_names_the_extra(device: str, package: str, module: str, loader: str, extra: str):

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from zeptograd import GlobalCounters, Tensor, dtypes
+from zeptograd import Device, GlobalCounters, Tensor, dtypes
 from zeptograd.dtype import DType
 
 NP = {
@@ -507,6 +507,9 @@ def test_integer_division_by_zero_is_zero(device: str):
 
 def test_integer_division_by_zero_does_not_crash_the_process():
     """A SIGFPE would take the interpreter down: run the divisions in a child process and check it survives."""
+    renderer = getattr(Device[Device.DEFAULT], "renderer", None)
+    if dtypes.int64 not in getattr(renderer, "supported_dtypes", lambda: {dtypes.int64})():
+        pytest.skip(f"the {Device.DEFAULT} device has no int64 (the child process divides int64 tensors)")
     code = (
         "from zeptograd import Tensor\n"
         "a = Tensor([5, -5, -2**31]); z = Tensor([0, 0, -1])\n"

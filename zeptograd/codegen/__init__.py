@@ -4,6 +4,7 @@ The passes run in this order, each a named graph_rewrite (the spec of the stage 
 passes when SPEC=1):
 
 0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py);
+   on a device without float64, `float64 -> float32`: the float64 math inside float32 ops (demote.py);
    `closed forms`: a sum of an indicator over a range becomes a count (closedform.py).
 1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding, work-groups)
    applied to its loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1`
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeptograd.codegen.closedform import fold_closed_forms
+from zeptograd.codegen.demote import demote_float64
 from zeptograd.codegen.devectorizer import devectorize, fuse_multiply_add
 from zeptograd.codegen.expander import expand
 from zeptograd.codegen.gpudims import gpu_dims, launch_sizes
@@ -114,6 +116,12 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     """The linear program of a kernel AST (optimized for `renderer`'s device unless NOOPT, or with `opts`)."""
     _check(ast, "kernel AST")
     ast = fold_closed_forms(lower_narrow_floats(ast))
+    if (
+        renderer is not None
+        and hasattr(renderer, "supported_dtypes")
+        and dtypes.float64 not in renderer.supported_dtypes()
+    ):
+        ast = demote_float64(ast)  # float64 math inside float32 ops, in float32 (demote.py)
     sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
     if getattr(renderer, "has_local", False):
         sink = gpu_dims(sink)

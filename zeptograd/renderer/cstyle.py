@@ -251,6 +251,22 @@ class CRenderer:
     def head(self, name: str, args: str) -> str:
         return f"void {name}({args}) {{"
 
+    def declare(self, dt: DType, name: str, expr: str) -> str:
+        """The line that binds a value to a new name (WGSL spells it `let name: T = expr;`)."""
+        return f"const {self.type_name(dt)} {name} = {expr};"
+
+    def register(self, dt: DType, name: str, size: int) -> str:
+        """The declaration of a DEFINE_REG array of `size` elements of `dt`."""
+        return f"{self.type_name(dt)} {name}[{size}];"
+
+    def loop(self, dt: DType, name: str, bound: str) -> str:
+        """The opening line of a RANGE's loop, `name` from 0 to `bound`."""
+        return f"for ({self.type_name(dt)} {name} = 0; {name} < {bound}; {name}++) {{"
+
+    def choose(self, cond: str, yes: str, no: str) -> str:
+        """`cond ? yes : no` (a gated load's fallback, WHERE)."""
+        return f"({cond} ? {yes} : {no})"
+
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
         return PRELUDE + (VECTOR_TYPEDEFS if vectors else "") + (FLOOR_HELPERS if needs_floor else "")
 
@@ -278,7 +294,7 @@ class CRenderer:
 
         def bind(u: UOp, prefix: str, expr: str) -> None:
             names[u] = fresh(prefix)
-            emit(f"const {self.type_name(u.dtype)} {names[u]} = {expr};")
+            emit(self.declare(u.dtype, names[u], expr))
 
         for u in uops:
             op, src = u.op, [names.get(s, "") for s in u.src]
@@ -291,7 +307,7 @@ class CRenderer:
             elif op is Ops.DEFINE_REG:
                 assert isinstance(u.dtype, PtrDType)
                 names[u] = f"acc{u.arg}"
-                emit(f"{self.type_name(u.dtype.base)} {names[u]}[{u.dtype.size}];")
+                emit(self.register(u.dtype.base, names[u], u.dtype.size))
             elif op is Ops.CONST:
                 names[u] = self.const(u.arg, u.dtype)
             elif op is Ops.SPECIAL:
@@ -311,7 +327,7 @@ class CRenderer:
                     bind(u, "vec", self.vector_literal(u.dtype, [self.lane(src[0], i) for i in u.arg]))
             elif op is Ops.RANGE:
                 names[u] = f"ridx{u.arg}"
-                emit(f"for ({self.type_name(u.dtype)} {names[u]} = 0; {names[u]} < {src[0]}; {names[u]}++) {{")
+                emit(self.loop(u.dtype, names[u], src[0]))
                 depth += 1
             elif op in (Ops.END, Ops.ENDIF):
                 for _ in range(len(u.src) - 1 if op is Ops.END else 1):
@@ -327,7 +343,7 @@ class CRenderer:
             elif op is Ops.LOAD:
                 index = u.src[0]
                 addr = self.load(u.dtype, index, src[0])
-                expr = f"({names[index.src[2]]} ? {addr} : {src[1]})" if len(index.src) == 3 else addr
+                expr = self.choose(names[index.src[2]], addr, src[1]) if len(index.src) == 3 else addr
                 if u.dtype.count > 1 and uses[u] > 1 and _HAS_AVX2_FMA and self.device == "CPU":
                     # a vector read by several FMAs: keep it in a register (GCC would fold the load into every
                     # FMA, and a 4x16 tile would then wait on 12 loads for 8 FMAs instead of 6)

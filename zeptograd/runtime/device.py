@@ -13,20 +13,41 @@ import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA", "PTX")
+DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA", "PTX", "WEBGPU")
 # the Python package each optional device needs, and what to install when it is missing
-REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl"}
+REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl", "WEBGPU": "wgpu"}
 INSTALL_HINTS = {
     "LLVM": 'the LLVM device needs llvmlite: pip install -e ".[llvm]" (or pip install llvmlite)',
     "CL": 'the CL device needs pyopencl and an OpenCL driver: pip install -e ".[opencl]" (or "pyopencl[pocl]")',
     "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
     "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
     "PTX": "the PTX device needs an NVIDIA GPU with its driver (libcuda.so.1, which JIT-compiles the PTX)",
+    "WEBGPU": "the WEBGPU device needs wgpu and a GPU driver (or Mesa's lavapipe on the CPU): "
+    'pip install -e ".[webgpu]" (or pip install wgpu), and apt-get install mesa-vulkan-drivers without a GPU',
 }
 # devices whose buffers live in the device's own memory (not host memory): copies go through the device's allocator
-DEVICE_MEMORY = ("CUDA", "PTX")
+DEVICE_MEMORY = ("CUDA", "PTX", "WEBGPU")
 # devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
+
+
+def _problem(base: str) -> str | None:
+    """What keeps a device that needs more than a Python package from running here (None: nothing)."""
+    if base == "CUDA":
+        # no Python package: the driver and NVRTC libraries, and a GPU, are what it needs
+        from zeptograd.runtime.ops_cuda import cuda_problem
+
+        return cuda_problem()
+    if base == "PTX":
+        # the driver alone: it JIT-compiles PTX, so no NVRTC is needed
+        from zeptograd.runtime.ops_cuda import driver_problem
+
+        problem = driver_problem()
+        return None if problem is None else problem.replace(INSTALL_HINTS["CUDA"], INSTALL_HINTS["PTX"])
+    # WEBGPU: the package, then an adapter: wgpu without a driver (no GPU, no lavapipe) finds none
+    from zeptograd.runtime.ops_webgpu import webgpu_problem
+
+    return webgpu_problem()
 
 
 class DeviceUnavailable(RuntimeError):
@@ -67,19 +88,9 @@ class _Device:
         """
         base = self._name(name)
         if base not in self._usable:
-            if base == "CUDA":
-                # no Python package: the driver and NVRTC libraries, and a GPU, are what it needs
-                from zeptograd.runtime.ops_cuda import cuda_problem
-
-                if (problem := cuda_problem()) is not None:
+            if base in ("CUDA", "PTX", "WEBGPU"):
+                if (problem := _problem(base)) is not None:
                     self._problems[base] = problem
-                self._usable[base] = problem is None
-            elif base == "PTX":
-                # the driver alone: it JIT-compiles PTX, so no NVRTC is needed
-                from zeptograd.runtime.ops_cuda import driver_problem
-
-                if (problem := driver_problem()) is not None:
-                    self._problems[base] = problem.replace(INSTALL_HINTS["CUDA"], INSTALL_HINTS["PTX"])
                 self._usable[base] = problem is None
             else:
                 self._usable[base] = base not in REQUIRES or importlib.util.find_spec(REQUIRES[base]) is not None
@@ -87,7 +98,7 @@ class _Device:
 
     def get_available_devices(self) -> list[str]:
         """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite
-        and pyopencl, and 'CUDA' where there is an NVIDIA GPU."""
+        and pyopencl, 'CUDA' where there is an NVIDIA GPU, 'WEBGPU' where wgpu finds an adapter."""
         return [d for d in DEVICES if self.usable(d)]
 
     def __getitem__(self, name: str) -> Any:
@@ -113,6 +124,10 @@ class _Device:
                 from zeptograd.runtime.ops_cl import CLDevice
 
                 self._opened[name] = CLDevice()
+            elif name == "WEBGPU":
+                from zeptograd.runtime.ops_webgpu import WebGPUDevice
+
+                self._opened[name] = WebGPUDevice()
             else:
                 from zeptograd.runtime.ops_python import PythonDevice
 

@@ -1,0 +1,202 @@
+"""The WEBGPU device: WGSL rendering, kernels against numpy, the float32 forms of the ops that compute through
+float64 elsewhere, refusals of the dtypes WGSL lacks, copies, assignment and a training step. Skipped where wgpu is
+not installed or finds no adapter (on a machine without a GPU, Mesa's lavapipe provides one)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zeptograd import Device, Tensor, dtypes
+from zeptograd.codegen import UnsupportedDType, get_program
+from zeptograd.renderer.wgsl import WGSLRenderer, launch_grid
+from zeptograd.schedule.kernelize import create_schedule
+
+if not Device.usable("WEBGPU"):
+    pytest.skip("WEBGPU is not usable here (wgpu or an adapter is missing)", allow_module_level=True)
+
+DEV = "WEBGPU"
+rng = np.random.default_rng(13)
+
+
+def wgsl(t: Tensor) -> str:
+    (item,), _ = create_schedule([t.uop], [DEV])
+    return get_program(item.ast, WGSLRenderer()).src
+
+
+def test_render_fused_kernel():
+    a = Tensor(np.ones(4096, np.float32), device=DEV).realize()
+    src = wgsl((a * 2 + 1).relu())
+    assert "@compute @workgroup_size(" in src
+    assert "@group(0) @binding(0) var<storage, read_write> data0: array<f32>;" in src
+    assert "@builtin(workgroup_id) gid: vec3<u32>" in src and "let gidx0: i32 = i32(gid.x);" in src
+
+
+def test_render_grouped_reduction_uses_workgroup_memory():
+    a = Tensor(np.ones((4, 4096), np.float32), device=DEV).realize()
+    src = wgsl(a.sum(1))
+    assert "var<workgroup> temp" in src and "workgroupBarrier();" in src and "local_invocation_id" in src
+
+
+def test_render_bool_buffer_as_atomic_words():
+    a = Tensor(np.ones(16, np.float32), device=DEV).realize()
+    src = wgsl(a > 0)
+    assert "array<atomic<u32>>" in src and "atomicOr(" in src
+
+
+def test_launch_grid_splits_over_65535():
+    assert launch_grid((65535, 1, 1)) == (65535, 1, 1)
+    assert launch_grid((200000, 1, 1)) == (65535, 4, 1)
+
+
+def test_many_work_groups():
+    n = 70000 * 4 + 3  # more work-groups than one dispatch axis takes
+    x = rng.standard_normal(n).astype(np.float32)
+    np.testing.assert_array_equal((Tensor(x, device=DEV) * 2).numpy(), x * 2)
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (1000,), (33, 65)])
+def test_elementwise(shape: tuple[int, ...]):
+    a, b = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    ta, tb = Tensor(a, device=DEV), Tensor(b, device=DEV)
+    np.testing.assert_allclose(
+        (ta * tb + ta.exp() - tb.abs().sqrt()).numpy(), a * b + np.exp(a) - np.sqrt(np.abs(b)), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_array_equal((ta < tb).numpy(), a < b)
+    np.testing.assert_array_equal(ta.maximum(tb).numpy(), np.maximum(a, b))
+
+
+def test_int32_and_uint32():
+    a = rng.integers(-1000, 1000, 500).astype(np.int32)
+    t = Tensor(a, device=DEV)
+    np.testing.assert_array_equal((t // 7).numpy(), a // 7)
+    np.testing.assert_array_equal((t % 7).numpy(), a % 7)
+    np.testing.assert_array_equal((t.cast(dtypes.uint32) >> 3).numpy(), a.astype(np.uint32) >> 3)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_reductions(axis: int | None):
+    x = rng.standard_normal((37, 300)).astype(np.float32)
+    t = Tensor(x, device=DEV)
+    np.testing.assert_allclose(t.sum(axis).numpy(), x.sum(axis), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(t.max(axis).numpy(), x.max(axis))
+
+
+def test_grouped_reduction_long_rows():
+    x = rng.standard_normal((3, 100000)).astype(np.float32)
+    np.testing.assert_allclose(Tensor(x, device=DEV).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-2)
+
+
+def test_matmul_and_softmax():
+    a, b = rng.standard_normal((65, 130)).astype(np.float32), rng.standard_normal((130, 33)).astype(np.float32)
+    np.testing.assert_allclose((Tensor(a, device=DEV) @ Tensor(b, device=DEV)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    e = np.exp(a - a.max(1, keepdims=True))
+    np.testing.assert_allclose(
+        Tensor(a, device=DEV).softmax(1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7
+    )
+
+
+def test_nan_and_infinities():
+    x = np.array([np.nan, np.inf, -np.inf, 1.0, -0.0], np.float32)
+    t = Tensor(x, device=DEV)
+    np.testing.assert_array_equal(t.isnan().numpy(), np.isnan(x))
+    np.testing.assert_array_equal((t != 1.0).numpy(), x != 1.0)
+    np.testing.assert_array_equal(t.maximum(0.0).numpy(), np.maximum(x, 0.0))
+
+
+# the float32 forms of the ops that compute through float64 on devices that have it (codegen/demote.py)
+A = (rng.standard_normal(20000) * 100).astype(np.float32)
+B = (rng.standard_normal(20000) * 3).astype(np.float32)
+B[B == 0] = 1.0
+
+
+def test_fmod_and_mod_float32():
+    # exact while |a/b| < 2**23, else within one float32 ulp of |a| (the quotient's product with b is rounded)
+    tol = np.spacing(np.abs(A))
+    ta, tb = Tensor(A, device=DEV), Tensor(B, device=DEV)
+    assert (np.abs(ta.fmod(tb).numpy() - np.fmod(A, B)) <= tol).all()
+    got, want = (ta % tb).numpy(), np.remainder(A, B)
+    assert (np.abs(got - want) <= tol).all()
+
+
+def test_floordiv_and_rounding_modes_float32():
+    ta, tb = Tensor(A, device=DEV), Tensor(B, device=DEV)
+    np.testing.assert_array_equal((ta // tb).numpy(), np.floor_divide(A, B))
+    np.testing.assert_array_equal(ta.div(tb, rounding_mode="floor").numpy(), np.floor_divide(A, B))
+    np.testing.assert_array_equal(ta.div(tb, rounding_mode="trunc").numpy(), np.trunc(A / B))
+
+
+def test_pow_float32():
+    # within 2**-22 * (1 + |log2 result|) relative: the exponent y*log2|x| is rounded to float32
+    x = np.abs(A) / 10 + 0.01
+    y = B * 3
+    got = (Tensor(x, device=DEV) ** Tensor(y, device=DEV)).numpy().astype(np.float64)
+    want = np.power(x.astype(np.float64), y.astype(np.float64))
+    fin = np.isfinite(want) & (want > 1e-37) & (want < 1e37)
+    rel = np.abs(got[fin] - want[fin]) / want[fin]
+    assert (rel <= 2.0**-22 * (1 + np.abs(np.log2(want[fin])))).all()
+    neg = (
+        Tensor(np.array([-2.0, -2.0, -8.0], np.float32), device=DEV)
+        ** Tensor(np.array([3.0, 0.5, 2.0], np.float32), device=DEV)
+    ).numpy()
+    np.testing.assert_allclose(neg, [-8.0, np.nan, 64.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dt", [dtypes.float64, dtypes.int64, dtypes.float16, dtypes.int8, dtypes.uint8, dtypes.int16])
+def test_unsupported_dtypes_are_refused(dt):
+    with pytest.raises(UnsupportedDType, match=f"WEBGPU device does not support {dt!r}"):
+        Tensor(np.ones(4, np.float32), device=DEV).cast(dt).realize()
+
+
+def test_supported_dtypes():
+    assert Device[DEV].renderer.supported_dtypes() == {dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32}
+
+
+def test_bool_storage_neighbouring_bytes():
+    x = rng.standard_normal(1003).astype(np.float32)
+    t = Tensor(x, device=DEV) > 0
+    np.testing.assert_array_equal(t.numpy(), x > 0)
+    np.testing.assert_array_equal(t.logical_not().where(1.0, 2.0).numpy(), np.where(~(x > 0), 1.0, 2.0))
+
+
+def test_copies_between_devices():
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    w = Tensor(x).to(DEV)
+    assert w.device == DEV
+    np.testing.assert_array_equal(w.numpy(), x)
+    np.testing.assert_array_equal((w + 1).to("CPU").numpy(), x + 1)
+    np.testing.assert_array_equal(w.to("PYTHON").numpy(), x)
+    np.testing.assert_array_equal(w[1:3].contiguous().numpy(), x[1:3])
+
+
+def test_assignment():
+    x = rng.standard_normal(10).astype(np.float32)
+    t = Tensor(x, device=DEV).contiguous().realize()
+    t.assign(t * 2).realize()
+    t += 1
+    np.testing.assert_allclose(t.numpy(), x * 2 + 1)
+    t[2:4] = 0.0
+    want = x * 2 + 1
+    want[2:4] = 0
+    np.testing.assert_allclose(t.numpy(), want)
+
+
+def test_training_step_matches_cpu():
+    from zeptograd.nn.optim import SGD
+
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    w0 = rng.standard_normal((8, 4)).astype(np.float32)
+    y = rng.integers(0, 4, 16).astype(np.int32)
+
+    def step(device: str) -> tuple[np.ndarray, float]:
+        w = Tensor(w0, device=device, requires_grad=True)
+        opt = SGD([w], lr=0.1)
+        loss = (Tensor(x, device=device) @ w).sparse_categorical_crossentropy(Tensor(y, device=device))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return w.numpy(), float(loss.numpy())
+
+    (w_gpu, l_gpu), (w_cpu, l_cpu) = step(DEV), step("CPU")
+    np.testing.assert_allclose(l_gpu, l_cpu, rtol=1e-5)
+    np.testing.assert_allclose(w_gpu, w_cpu, rtol=1e-5, atol=1e-6)
