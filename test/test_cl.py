@@ -227,21 +227,6 @@ def test_copies_between_cl_and_every_other_device():
         close(back, a * 2 + 1)
 
 
-def test_assignment_and_unified_store():
-    a = data((4, 4), dtypes.float32)
-    t = cl(a).realize()
-    old = t + 1  # read before the assignment: sees the old values
-    t.assign(t.T * 2)
-    close(t, a.T * 2)
-    close(old, a + 1)
-    t += 1
-    close(t, a.T * 2 + 1)
-    t[1:3, ::2] = 0.5
-    want = a.T * 2 + 1
-    want[1:3, ::2] = 0.5
-    close(t, want)
-
-
 def test_softmax_matmul_and_conv2d():
     torch = pytest.importorskip("torch")
     x = data((8, 100), dtypes.float32)
