@@ -97,7 +97,7 @@ class WGSLRenderer(CRenderer):
         """bool, int32, uint32 and float32: WGSL has no 64-bit types and no 8- or 16-bit storage.
 
         >>> sorted(d.name for d in WGSLRenderer().supported_dtypes())
-        ['bool', 'float', 'int', 'uint']
+        ['bool', 'float32', 'int32', 'uint32']
         """
         return frozenset(WGSL_TYPES)
 
