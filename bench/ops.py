@@ -5,6 +5,8 @@
     python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, conv2d, unary, overhead, setitem,
                                         # compile)
     python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
+    DEVICE=LLVM python bench/ops.py     # zeptograd's rows on another device (LLVM, CL, WEBGPU, CUDA, ...);
+                                        # bench/devices.py puts a device next to the CPU in one table
 
 Benchmarks (float32 throughout; all three libraries get the same inputs):
 
@@ -87,7 +89,7 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="zeptograd-bench-cache-")
 os.environ["ZEPTOGRAD_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
-from zeptograd import GlobalCounters, Tensor  # noqa: E402  (after ZEPTOGRAD_CACHE_DIR is set)
+from zeptograd import Device, GlobalCounters, Tensor  # noqa: E402  (after ZEPTOGRAD_CACHE_DIR is set)
 
 try:
     import torch
@@ -561,7 +563,7 @@ def main() -> None:
         torch_note = f"{torch.__version__}, {torch.get_num_threads()} threads"
     print(
         f"python {platform.python_version()}, {os.cpu_count()} cpus, numpy {np.__version__}, torch {torch_note}; "
-        f"{'quick' if cfg.quick else 'full'} run; ZEPTOGRAD_CACHE_DIR={_CACHE_DIR}",
+        f"{'quick' if cfg.quick else 'full'} run; zeptograd on {Device.DEFAULT}; ZEPTOGRAD_CACHE_DIR={_CACHE_DIR}",
         flush=True,
     )
 
