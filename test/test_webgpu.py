@@ -104,6 +104,40 @@ def test_nan_and_infinities():
     np.testing.assert_array_equal(t.maximum(0.0).numpy(), np.maximum(x, 0.0))
 
 
+# lavapipe's optimizer assumes no infinities and reassociates: the renderer keeps IEEE results where it would fold
+def test_minus_itself_is_nan_for_infinities():
+    # x - x (the finiteness test of logsumexp, logaddexp and sin) is NaN for inf and NaN, not folded to 0
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 3.5, -1e38], np.float32)
+    t = Tensor(x, device=DEV)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal((t - t).numpy(), x - x)
+    assert "opaque_zero" not in wgsl(t - t)
+    rows = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [1000.0, 1000.0], [-1000.0, -999.0]], np.float32)
+    with np.errstate(divide="ignore"):
+        want = np.logaddexp.reduce(rows.astype(np.float64), axis=1)
+    np.testing.assert_allclose(Tensor(rows, device=DEV).logsumexp(1).numpy(), want, rtol=1e-6)
+
+
+def test_constant_shifts_are_not_reassociated():
+    # log1p's (1 + x) - 1 keeps the rounding of 1 + x (folded to x it was off by up to 2**23 ulp near 0)
+    x = np.concatenate([rng.uniform(-1e-3, 1e-3, 5000), rng.uniform(-0.9, 3, 5000)]).astype(np.float32)
+    src = wgsl(Tensor(x, device=DEV).log1p())
+    assert "opaque_zero" in src and "num_workgroups" in src
+    for fn, ref in (("log1p", np.log1p), ("atanh", np.arctanh), ("asinh", np.arcsinh)):
+        arg = x if fn != "atanh" else x / 4
+        got = getattr(Tensor(arg, device=DEV), fn)().numpy().astype(np.float64)
+        want = ref(arg.astype(np.float64))
+        assert (np.abs(got - want) <= 5 * np.spacing(np.abs(want).astype(np.float32))).all(), fn
+
+
+def test_select_of_zero_keeps_its_sign():
+    # select(-1.0, 0.0, c) was turned into -f32(c): -0.0 where c is false
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 2.5, -2.5], np.float32)
+    got = Tensor(x, device=DEV).sign().numpy()
+    np.testing.assert_array_equal(got, np.sign(x))
+    assert not np.signbit(got[3:5]).any()
+
+
 # the float32 forms of the ops that compute through float64 on devices that have it (codegen/demote.py)
 A = (rng.standard_normal(20000) * 100).astype(np.float32)
 B = (rng.standard_normal(20000) * 3).astype(np.float32)
