@@ -6,10 +6,12 @@ inputs and outputs are float32, so on a device that lacks float64 the float64 pa
 float64 value that does not come from a float64 buffer becomes float32, the casts into and out of it vanish, and
 the sign-bit test of a float64 (a bitcast to int64) becomes the same test on the float32's bits.
 
-Accuracy (test/test_webgpu.py checks each against numpy): `pow` within 2**-22 * (1 + |log2 result|) relative
-(the exponent y*log2|x| is rounded to float32, so large results lose bits); `fmod` and `%` exact while the quotient
-|a/b| < 2**23, beyond within one float32 ulp of |a| (the reduction's product q*b is rounded); `//` exact while
-|a/b| < 2**23; `div(rounding_mode=)` is the float32 quotient rounded once (within 1 ulp before the rounding).
+Accuracy (test/test_webgpu.py and the op suite check each against numpy): `pow` within 2**-22 * (1 + |log2
+result|) relative (the exponent y*log2|x| is rounded to float32, so large results lose bits); `fmod` and `%`
+within two float32 ulp of |a| of the exact remainder, modulo |b|: the reduction's product q*b is rounded (lavapipe
+does not fuse `fma` either), so fmod(1, 0.1f) = 0.09999999 comes out 0; `//` exact except where the quotient is
+within 2**-22 relative of an integer (1 // 0.1f is 10, numpy's 9); `div(rounding_mode=)` is the float32 quotient
+rounded once (within 1 ulp before the rounding).
 A kernel that reads or writes float64 memory is left alone (the device refuses it).
 
 >>> from zeptograd.uop.ops import UOp

@@ -200,6 +200,7 @@ class WGSLRenderer(CRenderer):
         if any(u.op is Ops.DEFINE_VAR for u in uops):
             raise NotImplementedError("symbolic variables on the WEBGPU device")
         # the C walk puts the bindings where C has parameters: take them out to module scope
+        self._uses_opaque = False
         src = super().render(name, uops)
         head_at = src.index(f"fn {name}(")
         args_end = src.index(") {", head_at)
@@ -214,7 +215,11 @@ class WGSLRenderer(CRenderer):
         groups, local = _sizes(uops, "gidx"), _sizes(uops, "lidx")
         grid = launch_grid(groups)
         builtins = "@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>"
+        if self._uses_opaque:
+            builtins += ", @builtin(num_workgroups) nwg: vec3<u32>"
         lines = [f"@compute @workgroup_size({local[0]}, {local[1]}, {local[2]})", f"fn {name}({builtins}) {{"]
+        if self._uses_opaque:
+            lines.append("  let opaque_zero: u32 = select(0u, 1u, nwg.x == 0u);")
         used = [int(u.arg[4:]) for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("gidx")]
         if grid != tuple(groups):
             # flattened launch: the flat work-group id, past the end in the last row of the grid
@@ -229,6 +234,12 @@ class WGSLRenderer(CRenderer):
             lines += [f"  let gidx{n}: i32 = i32(gid.{'xyz'[n]});" for n in sorted(used)]
         return "\n".join([*[m for m in module if m], *lines]) + body
 
+    def _opaque(self, x: str) -> str:
+        """x (f32) through `| opaque_zero`, an identity on its bits that the optimizer cannot prove (opaque_zero
+        is 1 only for a launch of no work-groups, which never runs): it keeps the value's rounding and sign."""
+        self._uses_opaque = True
+        return f"bitcast<f32>(bitcast<u32>({x}) | opaque_zero)"
+
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
         op, dt = u.op, u.dtype
         operand = u.src[0].dtype if u.src else dt
@@ -242,6 +253,22 @@ class WGSLRenderer(CRenderer):
             if u.src[0] is u.src[1]:
                 return _isnan(src[0]), False
             return f"!({src[0]} == {src[1]})", False
+        if op is Ops.SUB and dtypes.is_float(dt) and u.src[0] is u.src[1]:
+            # x - x is the library's finiteness test (0 for a finite x, NaN for inf and NaN), but lavapipe's
+            # optimizer assumes no infinities and folds it to 0: its IEEE value, from the exponent bits
+            return _minus_itself(src[0]), False
+        shifted = op in (Ops.ADD, Ops.SUB) and dtypes.is_float(dt)
+        if shifted and (_const_shifted(u.src[0], u.src[1]) or _const_shifted(u.src[1], u.src[0])):
+            # (x + c1) - c2: the optimizer reassociates it into x + (c1 - c2), losing the rounding of x + c1 that
+            # the library's cancellation tricks rely on (log1p's (1 + x) - 1): the inner sum through an identity
+            # on its bits that the optimizer cannot see through
+            inner_second = _const_shifted(u.src[1], u.src[0])
+            a, b = (src[0], self._opaque(src[1])) if inner_second else (self._opaque(src[0]), src[1])
+            return f"({a} {_INFIX[op]} {b})", False
+        if op is Ops.WHERE and dtypes.is_float(dt) and any(_is_zero(s) for s in u.src[1:]):
+            # the optimizer turns select(-1.0, 0.0, c) into -f32(c), a -0.0 where c is false: the +0.0 opaque
+            yes, no = (self._opaque(s) if _is_zero(v) else s for v, s in zip(u.src[1:], src[1:]))
+            return f"select({no}, {yes}, {src[0]})", False
         if op in (Ops.FDIV, Ops.RECIPROCAL) and dtypes.is_float(dt):
             a, b = (src[0], src[1]) if op is Ops.FDIV else (self.const(1.0, dt), src[0])
             return _divide(a, b), False
@@ -277,6 +304,23 @@ def _divide(a: str, b: str) -> str:
     special = f"select(0x7f800000u, 0x7fc00000u, {_isnan(a)} || ({a} == 0.0f))"
     signed = f"bitcast<f32>({special} | ((bitcast<u32>({a}) ^ bitcast<u32>({b})) & 0x80000000u))"
     return f"select({a} / {b}, {signed}, {b} == 0.0f)"
+
+
+def _const_shifted(inner: UOp, outer: UOp) -> bool:
+    """`inner` is a float sum or difference with a constant (a*b + c included), and `outer` a constant: (inner +-
+    outer) would be reassociated."""
+    shifts = inner.op in (Ops.ADD, Ops.SUB) or (inner.op is Ops.MULACC and inner.src[2].op is Ops.CONST)
+    return outer.op is Ops.CONST and shifts and any(s.op is Ops.CONST for s in inner.src)
+
+
+def _is_zero(u: UOp) -> bool:
+    """`u` is the constant +0.0."""
+    return u.op is Ops.CONST and u.arg == 0.0 and math.copysign(1.0, u.arg) > 0
+
+
+def _minus_itself(x: str) -> str:
+    """x - x as IEEE gives it: +0 for a finite x, NaN for an infinity or a NaN (exponent all ones)."""
+    return f"select(0.0f, bitcast<f32>(0x7fc00000u), (bitcast<u32>({x}) & 0x7f800000u) == 0x7f800000u)"
 
 
 def _isnan(x: str) -> str:
