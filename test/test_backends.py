@@ -97,3 +97,33 @@ def test_assignment_and_copies(device: str):
     assert back.device == device
     np.testing.assert_array_equal(back.numpy(), a * 3)
     np.testing.assert_array_equal(t[1:3].contiguous().to("PYTHON").numpy(), want[1:3])
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_training_step_matches_numpy(device: str):
+    """A Linear layer's SGD step, its parameters made on the device (Device.DEFAULT), against the same step by
+    hand in float64."""
+    from zeptograd.nn import Linear
+    from zeptograd.nn.optim import SGD
+
+    usable(device)
+    old = Device.DEFAULT
+    Device.DEFAULT = device
+    try:
+        rng = np.random.default_rng(12)
+        layer = Linear(6, 3)
+        w0, b0 = layer.weight.numpy(), layer.bias.numpy()
+        x, y = rng.standard_normal((10, 6)).astype(np.float32), rng.standard_normal((10, 3)).astype(np.float32)
+        opt = SGD([layer.weight, layer.bias], lr=0.1)
+        opt.zero_grad()
+        loss = ((layer(Tensor(x)) - Tensor(y)) ** 2).mean()
+        loss.backward()
+        opt.step()
+        assert layer.weight.device == device
+        err = x.astype(np.float64) @ w0.T + b0 - y
+        g = 2 * err / err.size
+        np.testing.assert_allclose(loss.item(), (err**2).mean(), rtol=1e-5)
+        np.testing.assert_allclose(layer.weight.numpy(), w0 - 0.1 * (g.T @ x), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(layer.bias.numpy(), b0 - 0.1 * g.sum(axis=0), rtol=1e-5, atol=1e-6)
+    finally:
+        Device.DEFAULT = old

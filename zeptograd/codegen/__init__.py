@@ -46,7 +46,7 @@ from zeptograd.codegen.lowering import (
     merge_loops,
 )
 from zeptograd.codegen.narrowfloat import lower_narrow_floats
-from zeptograd.codegen.opt import Opt, applied_opts, apply_opts, ast_name
+from zeptograd.codegen.opt import Opt, applied_opts, apply_opts, ast_name, max_local
 from zeptograd.codegen.transcendental import decompositions
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import BEAM, DEBUG, NOOPT, SPEC
@@ -90,11 +90,6 @@ def estimate_cost(sink: UOp) -> tuple[int, int]:
 def _check(root: UOp, stage: str) -> None:
     if SPEC.value:
         verify(root, kernel_spec, stage)
-
-
-def max_local(renderer: Any) -> int:
-    """The most work-items a work-group may have on `renderer`'s device (0: no work-groups, a CPU)."""
-    return getattr(renderer, "max_local_size", 0) if getattr(renderer, "has_local", False) else 0
 
 
 def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:

@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, reduce_axes
+from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opt, max_local, output_axes, reduce_axes
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import THREADS
 from zeptograd.uop.ops import Ops, UOp
@@ -176,7 +176,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         return opts
     sizes = [r.src[0].arg for r in outs]
     work = math.prod(sizes) * math.prod(r.src[0].arg for r in reds)
-    gpu = getattr(renderer, "max_local_size", 0) if getattr(renderer, "has_local", False) else 0
+    gpu = max_local(renderer)
     if gpu:
         return _gpu_opts(ast, renderer, gpu)
     mm = _matmul_axes(outs, reads, out_index) if reds else None

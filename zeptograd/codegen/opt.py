@@ -36,6 +36,7 @@ wrong kernel.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from zeptograd.codegen.lowering import identity_element
 from zeptograd.dtype import AddrSpace, PtrDType, dtypes
@@ -302,6 +303,11 @@ def apply_opt(ast: UOp, opt: Opt, max_local: int = 0) -> UOp:
     new = graph_rewrite(new, symbolic, name="simplify after opt")
     info = KernelInfo(ast_name(ast), applied_opts(ast) + (opt,))
     return new.replace(arg=info)
+
+
+def max_local(renderer: Any) -> int:
+    """The most work-items a work-group may have on `renderer`'s device (0: no work-groups, a CPU)."""
+    return getattr(renderer, "max_local_size", 0) if getattr(renderer, "has_local", False) else 0
 
 
 def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], max_local: int = 0) -> UOp:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
+from zeptograd.codegen.opt import max_local as work_group_limit
 from zeptograd.dtype import PtrDType
 from zeptograd.helpers import THREADS
 from zeptograd.uop.ops import Ops, UOp
@@ -105,9 +106,7 @@ def beam_search(ast: UOp, renderer: Any, width: int) -> list[Opt]:
     if path.exists():
         saved = json.loads(path.read_text())
         return [Opt(OptOps[op], axis, amount) for op, axis, amount in saved]
-    from zeptograd.codegen import max_local
-
-    limit = max_local(renderer)
+    limit = work_group_limit(renderer)
     timer = _Timer(ast, device)
     beam: list[tuple[float, list[Opt], UOp]] = [(timer.time([]), [], ast)]
     best_time, best_plan = beam[0][0], beam[0][1]
