@@ -254,6 +254,23 @@ def test_beam_search_on_cl(tmp_path, monkeypatch):
         close(cl(b) * 3 + 1, b * np.float32(3) + 1, rtol=1e-6)
 
 
+@pytest.mark.parametrize(
+    "plan",
+    [
+        [Opt(OptOps.GROUP, 0, 4), Opt(OptOps.UNROLL, 1, 2), Opt(OptOps.UNROLL, 0, 4)],
+        [Opt(OptOps.GROUPTOP, 0, 4), Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UNROLL, 1, 4)],
+    ],
+)
+def test_unrolls_around_a_group_read_through_scalar_addresses(plan):
+    # the devectorizer built the reads of local memory after the barrier on the pointer it was given, not on the
+    # devectorized one: the vector loads before the barrier came back with vector addresses, which PoCL refused
+    # ("array subscript is not an integer"; a BEAM search on CL hit it now and then)
+    a = data((4, 96), dtypes.float32)
+    got, src = run_with_opts(cl(a).realize().sum(axis=1), plan)
+    assert "[vec" not in src
+    np.testing.assert_allclose(got, a.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
 def test_debug4_prints_the_opencl_source(capsys):
     a = data((16,), dtypes.float32)
     with Context(DEBUG=4):

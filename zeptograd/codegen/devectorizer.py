@@ -106,10 +106,14 @@ class _Devectorizer:
             return UOp(Ops.VECTORIZE, u.dtype.scalar().vec(w), (self.get(src, lanes[0], 1),) * w)
         return UOp(Ops.VECTORIZE, u.dtype.scalar().vec(w), tuple(self.get(src, lane, 1) for lane in lanes))
 
-    @staticmethod
-    def _addresses(index: UOp, width: int) -> tuple[list[UOp], list[UOp] | None]:
+    def _addresses(self, index: UOp, width: int) -> tuple[list[UOp], list[UOp] | None]:
         def lanes(x: UOp) -> list[UOp]:
-            return list(x.src) if x.op is Ops.VECTORIZE and x.dtype.count == width else [x] * width
+            if x.op is Ops.VECTORIZE and x.dtype.count == width:
+                return list(x.src)
+            if x.dtype.count == width:
+                # a vector computed by other ops (two UNROLLs of one address): its lanes, as devectorized
+                return [self.get(x, k, 1) for k in range(width)]
+            return [x] * width
 
         gates = lanes(index.src[2]) if len(index.src) == 3 else None
         if gates is not None and all(g.op is Ops.CONST and g.arg is True for g in gates):
@@ -122,7 +126,9 @@ class _Devectorizer:
         otherwise."""
         width = dt.count
         addresses, gates = self._addresses(index, width)
-        ptr = index.src[0]
+        # the pointer as devectorized: an AFTER (local memory read after a barrier) orders it after devectorized
+        # stores, and the original would bring the vector code before them back into the kernel
+        ptr = self.get(index.src[0], 0, 1)
         w = _width(width, self.max_lanes(op, dt.scalar()))
         out = []
         for start in range(0, width, w):
