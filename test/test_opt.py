@@ -11,6 +11,8 @@ import os
 import random
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -20,6 +22,8 @@ from zeptograd import Context, Device, Tensor
 from zeptograd.codegen import get_program
 from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.codegen.opt import KernelInfo, Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
+from zeptograd.dtype import dtypes
+from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.uop.ops import Ops
@@ -153,12 +157,17 @@ def test_noopt_gives_scalar_kernels_and_the_same_values():
 def test_heuristic_tiles_matmul_and_vectorizes():
     a, b = (Tensor(x).realize() for x in _inputs((64, 32), (32, 64)))
     item = _kernel(a @ b)
+    renderer = Device["CPU"].renderer
     with Context(THREADS=2):
-        opts = hand_coded_opts(item.ast)
-    assert Opt(OptOps.UPCAST, 0, 4) in opts and Opt(OptOps.UPCAST, 1, 16) in opts
-    src = get_program(item.ast, Device["CPU"].renderer, opts).src
-    assert "float8 acc0[1];" in src and "vfmaddps256" in src  # 8-lane accumulators, fused multiply-adds
-    assert re.search(r"\(\*\(const float8_u\*\)&data2\[", src)  # a contiguous vector load of the B tile
+        opts = hand_coded_opts(item.ast, renderer)
+    # a tile of rows x two vectors: 4 x 16 with AVX2 (16 registers), 8 x 32 with AVX-512 (32 registers)
+    lanes = VECTOR_LANES[dtypes.float32]
+    rows = 8 if lanes == 16 else 4
+    assert Opt(OptOps.UPCAST, 0, rows) in opts and Opt(OptOps.UPCAST, 1, 2 * lanes) in opts
+    src = get_program(item.ast, renderer, opts).src
+    assert f"float{lanes} acc0[1];" in src and "vfmaddps" in src  # vector accumulators, fused multiply-adds
+    assert re.search(rf"\(\*\(const float{lanes}_u\*\)&data2\[", src)  # a contiguous vector load of the B tile
+    assert src.count("vfmaddps") == 2 * rows  # the inner loop: one FMA per accumulator
 
 
 def test_threads_do_not_change_elementwise_results_and_reductions_are_deterministic():
@@ -335,3 +344,36 @@ def test_padded_loop_reads_inside_their_buffer_need_no_gate():
         gated_loads = [u for u in program if u.op is Ops.LOAD and len(u.src[0].src) == 3]
         assert bool(gated_loads) is reads_gated
         assert any(u.op is Ops.IF for u in program)  # the store of the padded row is skipped
+
+
+def test_avx2_width_when_avx512_is_turned_off(tmp_path):
+    """ZG_AVX512=0 keeps 256-bit vectors on an AVX-512 machine (and is what an AVX2-only CPU gets): the matmul
+    tile is 4 x 16 there, and a packed matmul and the vector builtins (FMA, NaN-propagating max, sqrt, trunc)
+    give numpy's values. (On an AVX-512 machine the rest of this file runs the 512-bit forms.)"""
+    script = """
+import numpy as np
+from zeptograd import Device, Tensor
+from zeptograd.codegen.heuristic import hand_coded_opts
+from zeptograd.codegen.opt import Opt, OptOps
+from zeptograd.renderer.cstyle import VECTOR_LANES
+from zeptograd.dtype import dtypes
+from zeptograd.schedule.kernelize import create_schedule
+assert VECTOR_LANES[dtypes.float32] == 8, VECTOR_LANES
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((2, 128, 128)).astype(np.float32)
+got = (Tensor(a) @ Tensor(b)).numpy()
+np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+ta, tb = Tensor(a).realize(), Tensor(b).realize()
+item = create_schedule([(ta @ tb).uop], ["CPU"])[0][-1]
+opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
+assert Opt(OptOps.UPCAST, 0, 4) in opts and Opt(OptOps.UPCAST, 1, 16) in opts, opts
+x = a.copy(); x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+X = Tensor(x)
+cases = [(X.maximum(Tensor(b)), np.maximum(x, b)), (X.abs().sqrt(), np.sqrt(np.abs(x))), (X.trunc(), np.trunc(x))]
+for got, want in cases:
+    np.testing.assert_array_equal(got.numpy(), want)
+print("ok")
+"""
+    env = {**os.environ, "ZG_AVX512": "0", "ZEPTOGRAD_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]

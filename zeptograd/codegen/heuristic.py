@@ -16,7 +16,7 @@ The rules, in order (each applied only where its amount divides the axis):
    not the innermost one (the input channels of a channels-last convolution), SWAP makes it innermost. When
    B is over 8 MiB, SWAP puts the column tiles outside: one tile of it stays in L2 while the rows of A stream
    past.
-2. Other reductions: when the reduce axis is contiguous in memory (`x.sum(1)`), UNROLL it by 32 (four 8-lane
+2. Other reductions: when the reduce axis is contiguous in memory (`x.sum(1)`), UNROLL it by four vectors (four
    accumulators, so the adds of one iteration do not wait on each other); else, when the output's last axis
    is the contiguous one (`x.sum(0)`), UPCAST it to 8 lanes.
 3. Elementwise kernels: UPCAST the last output axis to 8 lanes when it is contiguous in the output, and a read
@@ -55,7 +55,7 @@ GROUP_SIZE = 16
 GPU_GROUP_MIN_REDUCE = 256  # on a GPU, a shorter row is summed by one thread in less time than a barrier
 LOCAL_SIZE = 64
 THREAD_MIN_WORK = 1 << 17  # below this a kernel runs in less time than waking a second core takes
-SWAP_MIN_BYTES = 8 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
+SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
 
 
 def _stride(idx: UOp, r: UOp) -> int | None:
@@ -167,6 +167,23 @@ def _second_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> U
     return None
 
 
+def _float_lanes(renderer: Any) -> int:
+    """The float32 lanes of the renderer's vectors (8: AVX2's, and where the renderer is not known)."""
+    lanes = renderer.max_lanes(Ops.MULACC, dtypes.float32) if renderer is not None else 1
+    return lanes if lanes >= 2 else 8
+
+
+def _register_tile(ast: UOp, renderer: Any) -> tuple[int, int]:
+    """(lanes, rows) of a matmul's register tile, two vectors a row: the lanes of a vector of the accumulator's
+    dtype, and the rows: 8 where a vector is 64 bytes (AVX-512 has 32 vector registers: 16
+    accumulators leave room for the loads), else 4 (AVX2's 16 registers)."""
+    red = next(u for u in ast.toposort() if u.op is Ops.REDUCE)
+    lanes = renderer.max_lanes(Ops.MULACC, red.dtype) if renderer is not None else 1
+    if lanes < 2:
+        return 8, 4  # scalar code (a GPU thread's, or a dtype without vectors): a tile of 4 x 16 values
+    return lanes, 8 if lanes * red.dtype.itemsize >= 64 else 4
+
+
 def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
     """The heuristic plan for kernel `ast` (see the module docstring)."""
     opts: list[Opt] = []
@@ -179,16 +196,19 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
     gpu = max_local(renderer)
     if gpu:
         return _gpu_opts(ast, renderer, gpu)
+    lanes = _float_lanes(renderer)
     mm = _matmul_axes(outs, reads, out_index) if reds else None
     if mm is not None:
         m, n = mm
         rm, rn = outs[m], outs[n]
-        # 8 vector accumulators: 4 x 16, or 4 x 2 x 8 when a third output axis (a convolution's rows) is free for
-        # the second factor, else 8 x 8. m first: the lanes of the axis upcast last vary fastest, and n is the one
-        # contiguous in memory
-        an = _divisor(sizes[n], (16, 8))
-        third = _second_row_axis(outs, reads, rm, rn) if an == 8 else None
-        if (am := _divisor(sizes[m], (4 if an == 16 or third is not None else 8, 4, 2))) is not None:
+        # a register tile of vector accumulators, half the vector registers: rows x 2 vectors (AVX2: 4 x 16 of
+        # float32; AVX-512, 32 registers: 8 x 32), or 4 x 2 x 1 vector when a third output axis (a convolution's
+        # rows) is free for the second factor, else 8 x 1 vector. m first: the lanes of the axis upcast last
+        # vary fastest, and n is the one contiguous in memory
+        lanes, rows = _register_tile(ast, renderer)
+        an = _divisor(sizes[n], (2 * lanes, lanes))
+        third = _second_row_axis(outs, reads, rm, rn) if an == lanes else None
+        if (am := _divisor(sizes[m], (rows if an == 2 * lanes or third is not None else 8, 4, 2))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, next(i for i, r in enumerate(output_axes(ast)) if r is third), 2))
@@ -208,11 +228,11 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
             ast = _try(ast, opts, Opt(OptOps.SWAP, loops[rm.arg], loops[rn.arg]))
     elif reds and any(_stride(x.address, reds[-1]) == 1 for x in reads):
         # a reduction along contiguous memory: vector accumulators over the reduce axis
-        if (a := _divisor(reds[-1].src[0].arg, (32, 16, 8, 4))) is not None:
+        if (a := _divisor(reds[-1].src[0].arg, (4 * lanes, 2 * lanes, lanes, 4))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
     elif outs and _stride(out_index, outs[-1]) == 1 and any(_lanes_pay(x, outs[-1]) for x in reads):
         # vector loads and stores along the contiguous output axis
-        a = _divisor(sizes[-1], (8, 4, 2))
+        a = _divisor(sizes[-1], (lanes, 8, 4, 2))
         ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a)) if a is not None else ast
     threads = THREADS.value
     if threads > 1 and work >= THREAD_MIN_WORK and (outs_now := output_axes(ast)):

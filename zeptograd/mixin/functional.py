@@ -17,6 +17,7 @@ from zeptograd.dtype import DType, dtypes, least_upper_dtype
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
+from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.runtime.device import HOST_COMPILED
 
 if TYPE_CHECKING:
@@ -76,10 +77,10 @@ def _parse_einsum(formula: str, operands: Sequence[Tensor]) -> tuple[list[list[s
 
 
 # a large CPU matmul copies its right operand into panels of PANEL columns, each panel contiguous (K rows of
-# PANEL values): the kernel's register tile (4 rows by 16 columns, codegen/heuristic.py) then walks one panel
-# straight through memory instead of reading 64 bytes from every row of B (rows 4 KiB apart in a 1024-wide
+# PANEL values): the kernel's register tile (rows by two vectors, codegen/heuristic.py) then walks one panel
+# straight through memory instead of reading a few vectors from every row of B (rows 4 KiB apart in a 1024-wide
 # matrix, which the caches cannot hold: 20 -> 47 GFLOP/s at n=1024, for one copy of B)
-PANEL = 16
+PANEL = 2 * VECTOR_LANES[dtypes.float32]
 PACK_MIN_WORK = 1 << 21
 
 

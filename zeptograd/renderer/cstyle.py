@@ -14,6 +14,7 @@ renderer calls a floor helper.
 from __future__ import annotations
 
 import math
+import os
 import platform
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,18 +86,9 @@ _INFIX = {
     Ops.SHR: ">>",
 }
 # the C math function of each float op, by the dtype it computes in
-_MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
+_MATH = {Ops.EXP2: "exp2", Ops.EXP: "exp", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 
 
-# GCC vector extension types: the lanes of each scalar type in a 256-bit (AVX2) register
-VECTOR_LANES: dict[DType, int] = {
-    dtypes.float32: 8,
-    dtypes.float64: 4,
-    dtypes.int32: 8,
-    dtypes.uint32: 8,
-    dtypes.int64: 4,
-    dtypes.uint64: 4,
-}
 # a vector of bools is a mask: an int32 lane each, -1 for true and 0 for false (what GCC's vector comparisons
 # give), so WHERE is a bitwise select
 MASK = dtypes.int32
@@ -120,10 +112,26 @@ def _x86_flags() -> set[str]:
     return set(line.split())
 
 
-# fused multiply-add and NaN-propagating max on vectors: x86 builtins (no header to parse), one per width
-_HAS_AVX2_FMA = {"avx2", "fma"} <= _x86_flags()
+_X86_FLAGS = _x86_flags()
+_HAS_AVX2_FMA = {"avx2", "fma"} <= _X86_FLAGS
+# 512-bit vectors where the CPU has AVX-512 (ZG_AVX512=0 keeps 256): twice the FMAs an instruction, and on a
+# core with two 512-bit FMA units twice the peak (matmul 1024 on 2 Xeon cores: 184 -> see README)
+_HAS_AVX512 = _HAS_AVX2_FMA and "avx512f" in _X86_FLAGS and os.environ.get("ZG_AVX512", "1") != "0"
+VECTOR_BYTES = 64 if _HAS_AVX512 else 32
+
+# GCC vector extension types: the lanes of each scalar type in one vector register
+VECTOR_LANES: dict[DType, int] = {
+    dt: VECTOR_BYTES // dt.itemsize
+    for dt in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
+}
+# fused multiply-add, sqrt, truncation and NaN-propagating max on float vectors: x86 builtins (no header to
+# parse), by the suffix of each width; the 512-bit forms take a merge source, a lane mask (all) and a rounding
+# mode (4: the current one)
 _VEC_BUILTIN_SUFFIX = {(dtypes.float32, 8): "ps256", (dtypes.float32, 4): "ps", (dtypes.float64, 4): "pd256"}
 _VEC_BUILTIN_SUFFIX[(dtypes.float64, 2)] = "pd"
+if _HAS_AVX512:
+    _VEC_BUILTIN_SUFFIX[(dtypes.float32, 16)] = "ps512"
+    _VEC_BUILTIN_SUFFIX[(dtypes.float64, 8)] = "pd512"
 
 
 def vector_name(dt: DType) -> str:
@@ -349,7 +357,7 @@ class CRenderer:
                     # FMA, and a 4x16 tile would then wait on 12 loads for 8 FMAs instead of 6)
                     names[u] = fresh("val")
                     emit(f"{ctype(u.dtype)} {names[u]} = {expr};")
-                    emit(f'__asm__("" : "+x"({names[u]}));')
+                    emit(f'__asm__("" : "+v"({names[u]}));')
                 else:
                     bind(u, "val", expr)
             elif op is Ops.STORE:
@@ -393,6 +401,11 @@ class CRenderer:
                 for i in range(dt.count)
             ]
             return self.vector_literal(dt, lanes), False
+        if op is Ops.MAX and dt.count > 1 and _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)].endswith("512"):
+            # NaN wins, as in numpy: a lane of `a` where a is NaN or greater, else b (two compares into k-masks)
+            it, a, b = ctype(_int_of(dt)), src[0], src[1]
+            mask = f"(({a} != {a}) | ({a} > {b}))"
+            return f"(({ctype(dt)})((({it}){a} & {mask}) | (({it}){b} & ~{mask})))", False
         if op is Ops.MAX and dt.count > 1:
             # NaN wins, as in numpy: maxps gives its second operand when either is NaN, so a NaN in `a` is put back
             sfx = _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)]
@@ -406,8 +419,8 @@ class CRenderer:
             return f"(({a} > {b}) ? {a} : {b})", False
         if op is Ops.WHERE:
             return f"({src[0]} ? {src[1]} : {src[2]})", False
-        if op is Ops.MULACC and dt.count > 1 and (dt.scalar(), dt.count) in _VEC_BUILTIN_SUFFIX:
-            return f"__builtin_ia32_vfmadd{_VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)]}({', '.join(src)})", False
+        if op is Ops.MULACC and dt.count > 1 and (fma := _VEC_BUILTIN_SUFFIX.get((dt.scalar(), dt.count))):
+            return f"__builtin_ia32_vfmadd{fma}{_mask_args(fma)}({', '.join(src)}{_mask_args(fma, True)})", False
         if op is Ops.MULACC and dt in (dtypes.float32, dtypes.float64):
             return f"__builtin_fma{'f' if dt is dtypes.float32 else ''}({', '.join(src)})", False
         if op is Ops.MULACC:
@@ -430,7 +443,9 @@ def _typedefs(dt: DType) -> str:
 
 
 # every vector type a kernel may name (masks and bitwise selects use int vectors the program never holds)
-VECTOR_TYPEDEFS = "".join(_typedefs(dt.vec(n)) for dt, lanes in VECTOR_LANES.items() for n in (2, 4, 8) if n <= lanes)
+VECTOR_TYPEDEFS = "".join(
+    _typedefs(dt.vec(n)) for dt, lanes in VECTOR_LANES.items() for n in (2, 4, 8, 16) if n <= lanes
+)
 
 
 def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
@@ -491,9 +506,19 @@ def _vector_alu(u: UOp, src: list[str]) -> str | None:
         it, mask = ctype(_int_of(dt)), f"({src[0]} > {src[1]})"
         return f"(({ctype(dt)})((({it}){src[0]} & {mask}) | (({it}){src[1]} & ~{mask})))"
     sfx = _VEC_BUILTIN_SUFFIX.get((dt.scalar(), dt.count))
+    if sfx is None or op not in (Ops.SQRT, Ops.TRUNC):
+        return None
     if op is Ops.SQRT:
-        return f"__builtin_ia32_sqrt{sfx}({src[0]})" if sfx else None
-    if op is Ops.TRUNC:
-        # round toward zero, no precision exception (0x0B): vroundps keeps -0.0, infinities and NaN
-        return f"__builtin_ia32_round{sfx}({src[0]}, 0x0B)" if sfx else None
-    return None
+        merge = f", {src[0]}" if sfx.endswith("512") else ""
+        return f"__builtin_ia32_sqrt{sfx}{_mask_args(sfx)}({src[0]}{merge}{_mask_args(sfx, True)})"
+    # round toward zero, no precision exception (0x0B): vroundps/vrndscaleps keep -0.0, infinities and NaN
+    if sfx.endswith("512"):
+        return f"__builtin_ia32_rndscale{sfx[:2]}_mask({src[0]}, 0x0B, {src[0]}{_mask_args(sfx, True)})"
+    return f"__builtin_ia32_round{sfx}({src[0]}, 0x0B)"
+
+
+def _mask_args(sfx: str, args: bool = False) -> str:
+    """What a 512-bit builtin adds: `_mask` to its name, and (args) every lane and the current rounding mode."""
+    if not sfx.endswith("512"):
+        return ""
+    return ", -1, 4" if args else "_mask"

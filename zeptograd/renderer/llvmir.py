@@ -24,6 +24,7 @@ import struct
 from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes, truncate
+from zeptograd.renderer.cstyle import VECTOR_LANES  # the C device's widths: both devices run the same programs
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 LLVM_TYPES: dict[DType, str] = {
@@ -41,16 +42,6 @@ LLVM_TYPES: dict[DType, str] = {
     dtypes.float64: "double",
 }
 
-# lanes of each scalar type in a 256-bit (AVX2) register: the widths the C renderer uses, so both devices run
-# the same programs
-VECTOR_LANES: dict[DType, int] = {
-    dtypes.float32: 8,
-    dtypes.float64: 4,
-    dtypes.int32: 8,
-    dtypes.uint32: 8,
-    dtypes.int64: 4,
-    dtypes.uint64: 4,
-}
 # integer division and modulo stay lane by lane (x86 has no vector divide; LLVM would split it anyway)
 _SCALAR_ONLY = frozenset({Ops.IDIV, Ops.MOD})
 # a gated LOAD whose gate is off reads this block of zeros instead (room for the widest vector)
@@ -139,7 +130,7 @@ _FLOAT_BINARY = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "f
 _INT_BINARY = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}
 _INT_BINARY[Ops.SHL] = "shl"
 _FLOAT_CMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}  # NaN != anything; NaN < x is false
-_INTRINSIC = {Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin"}
+_INTRINSIC = {Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.EXP2: "exp2", Ops.EXP: "exp", Ops.LOG2: "log2", Ops.SIN: "sin"}
 
 
 def _suffix(dt: DType) -> str:
