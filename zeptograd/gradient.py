@@ -123,6 +123,7 @@ pm_gradient = PatternMatcher(
         (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (ctx / (_t(ret, ctx) * 2),), "sqrt x"),
         # d(2^x) = 2^x ln2 dx
         (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ctx * _t(ret, ctx) * math.log(2),), "2^x"),
+        (UPat(Ops.EXP, name="ret"), lambda ctx, ret: (ctx * _t(ret, ctx),), "e^x"),
         # d(log2 x) = dx / (x ln2)
         (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (ctx / (_t(ret.src[0], ctx) * math.log(2)),), "log2 x"),
         # d(sin x) = cos x dx

@@ -1,4 +1,4 @@
-"""EXP2, LOG2 and SIN as plain arithmetic: range reduction, then a polynomial.
+"""EXP2, EXP, LOG2 and SIN as plain arithmetic: range reduction, then a polynomial.
 
 A libm call (exp2f, log2f, sinf) cannot be vectorized, and the C library and the PYTHON device compute it
 differently. These rules replace each op with ALU ops, CAST and BITCAST only, so every device runs the same
@@ -198,6 +198,29 @@ def xexp2(x: UOp) -> UOp:
     f = _sub(xc, n)  # exact: n is the integer nearest xc
     p = f * _poly(f, _EXP2[fmt.dt]) + 1.0
     ni = (x != x).where(x.const_like(0.0), n).cast(it)  # a NaN cast to int is undefined in C
+    n1 = ni >> 1
+    return p * _pow2(n1, fmt, x.dtype) * _pow2(_sub(ni, n1), fmt, x.dtype)
+
+
+# ln2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits: n * LN2_HI is exact for every n exp needs (|n| < 2**11)
+LN2_HI = 45426 / 65536
+LN2_LO = float(_ln2(200) - Fraction(LN2_HI))
+# beyond these, e**x rounds to 0 or overflows to inf (clamping keeps n small; NaN passes through)
+_EXP_RANGE = {dtypes.float32: (-110.0, 100.0), dtypes.float64: (-760.0, 720.0)}
+
+
+def xexp(x: UOp) -> UOp:
+    """e**x for a float32 or float64 x: x = n*ln2 + r with n = round(x/ln2) and r exact (Cody-Waite: n*LN2_HI is
+    exact), then 2**(r/ln2) by the exp2 polynomial (|r/ln2| <= 1/2; the product's rounding costs under half an
+    ulp) times 2**n from its bits, in two halves as in exp2."""
+    fmt = FORMATS[x.dtype.scalar()]
+    lo, hi = _EXP_RANGE[fmt.dt]
+    xc = (x < lo).where(x.const_like(lo), (x.const_like(hi) < x).where(x.const_like(hi), x))  # NaN stays NaN
+    n = _floor(xc * float(_INV_LN2) + 0.5)
+    r = _sub(_sub(xc, n * LN2_HI), n * LN2_LO)
+    f = r * float(_INV_LN2)
+    p = f * _poly(f, _EXP2[fmt.dt]) + 1.0
+    ni = (x != x).where(x.const_like(0.0), n).cast(_int_like(x, fmt))  # a NaN cast to int is undefined in C
     n1 = ni >> 1
     return p * _pow2(n1, fmt, x.dtype) * _pow2(_sub(ni, n1), fmt, x.dtype)
 
@@ -405,6 +428,8 @@ decompositions = PatternMatcher(
     [
         # EXP2(x) -> 2**round(x) (from bits) * 2**f (polynomial)
         (UPat(Ops.EXP2, src=(UPat.var("x"),)), _in_wide_float(xexp2), "exp2 -> bits * polynomial"),
+        # EXP(x) -> 2**n (from bits) * 2**(r/ln2) (polynomial), x = n*ln2 + r
+        (UPat(Ops.EXP, src=(UPat.var("x"),)), _in_wide_float(xexp), "exp -> bits * polynomial"),
         # LOG2(x) -> exponent (from bits) + log2(mantissa) (atanh series)
         (UPat(Ops.LOG2, src=(UPat.var("x"),)), _in_wide_float(xlog2), "log2 -> exponent + polynomial"),
         # SIN(x) -> +-sin(r) or +-cos(r), x = k*pi/2 + r

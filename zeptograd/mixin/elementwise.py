@@ -3,7 +3,7 @@
 >>> (Tensor([1.0, -2.0]) * 3).relu().tolist()
 [3.0, 0.0]
 
-Everything here is built from the IR's ALU ops (EXP2 LOG2 SIN SQRT RECIPROCAL NEG TRUNC, the binary ops,
+Everything here is built from the IR's ALU ops (EXP2 EXP LOG2 SIN SQRT RECIPROCAL NEG TRUNC, the binary ops,
 WHERE), CAST and BITCAST, so it fuses into whatever kernel reads it and runs on every device.
 
 Numerics, in short (test/test_tensor_elementwise.py checks each claim against float64 references):
@@ -12,8 +12,8 @@ Numerics, in short (test/test_tensor_elementwise.py checks each claim against fl
   end (within 1 ulp of float16), float64 inputs compute in float64.
 - float32 and float16 `/` divide in float64 and round once: correctly rounded, as in PyTorch. float64 `/` is
   x * (1/y).
-- `exp` reduces its argument exactly (Cody-Waite: x = n*ln2 + r) before EXP2: within 2 ulp over the whole
-  float32 range, denormal results included. `log` is LOG2 times ln2 (2 ulp).
+- `exp` is the EXP op, which reduces its argument exactly (Cody-Waite: x = n*ln2 + r) before the exp2
+  polynomial: within 2 ulp over the whole float32 range, denormal results included. `log` is LOG2 times ln2 (2 ulp).
 - `sin` is the SIN op, which codegen/transcendental.py turns into an exact argument reduction and a polynomial:
   within 1 ulp for any float32 |x|, and in float64 for |x| < 1.6e9. `cos` is the same code with the quadrant
   shifted by one (as accurate). `tan` is sin / cos (within 3 ulp).
@@ -58,9 +58,6 @@ _UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.
 
 LN2 = math.log(2)
 LOG2E = 1 / LN2
-# ln2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits: n * LN2_HI is exact for every n exp needs (|n| < 2**11)
-LN2_HI = 45426 / 65536
-LN2_LO = 1.428606820309417232121458176568e-06  # ln2 - LN2_HI, from 36 digits of ln2
 # polynomial fits (weighted least squares, then iteratively reweighted towards minimax) made for this file
 # atan(t) = t * P(t^2) on |t| <= tan(pi/8); relative error 6e-10
 _ATAN = (0.9999999993966271, -0.3333330762458611, 0.19998216888986192, -0.14240082050477554)
@@ -172,6 +169,36 @@ def _copysign_grad(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor
     return (a == 0).where(0.0, g * out / a), None
 
 
+# tanh(a) = a + a**3 * P(a*a) for 0 <= a < TANH_SMALL: a fit made for this file (relative-error least squares on
+# Chebyshev nodes, reweighted towards minimax; relative error 1.6e-10, 0.78 ulp in float32 arithmetic)
+TANH_SMALL = 0.625
+_TANH_POLY = (
+    -0.3333333134651184,
+    0.1333320587873459,
+    -0.053946785628795624,
+    0.021700797602534294,
+    -0.008177590556442738,
+    0.0021431089844554663,
+)
+
+
+def _tanh_f32(x: UOp) -> UOp:
+    """tanh of a float32 UOp: the polynomial below TANH_SMALL, 1 - 2/(e**2a + 1) above (no cancellation there:
+    the result is over 1/2; e**2a = inf gives 1), with the sign bit of x (tanh(-0.0) is -0.0). About 1.3 ulp."""
+    a = (x < 0.0).where(-x, x)  # NaN stays NaN
+    z = a * a
+    acc = x.const_like(_TANH_POLY[-1])
+    for c in reversed(_TANH_POLY[:-1]):
+        acc = acc * z + c
+    small = a + a * z * acc
+    big = 1.0 - 2.0 * ((a * 2.0).alu(Ops.EXP) + 1.0).alu(Ops.RECIPROCAL)
+    t = (a < TANH_SMALL).where(small, big)
+    bits = x.dtype.scalar().itemsize * 8
+    it = {32: dtypes.int32, 16: dtypes.int16}[bits].vec(x.dtype.count)
+    sign = x.bitcast(it) & -(1 << (bits - 1))
+    return (t.bitcast(it) | sign).bitcast(x.dtype)
+
+
 class ElementwiseMixin:
     """Ops that map each element (after broadcasting) to one result element."""
 
@@ -219,17 +246,19 @@ class ElementwiseMixin:
     def _elementwise(self, fn: Callable[[UOp], UOp]) -> Tensor:
         """`fn`, a function that builds arithmetic on one scalar UOp (ALU, CAST, BITCAST and constants), applied
         to every element of self: its graph is rebuilt on self's, each new constant broadcast to self's shape."""
+        from zeptograd.tensor import _broadcast_scalar  # tensor.py builds Tensor from this mixin
+
         ret = fn(self.uop)
         own = set(self.uop.toposort())  # self's graph: reached only through self
-        built: dict[UOp, Tensor] = {self.uop: self}
+        built: dict[UOp, UOp] = {self.uop: self.uop}
         for u in ret.toposort():
             if u in built:
                 continue
             if u.op is Ops.CONST:  # fn's constants (one may also appear in self's graph)
-                built[u] = self._const(u.arg, u.dtype)._broadcast_to(self.shape)
+                built[u] = _broadcast_scalar(u.dtype, type(u.arg), u.arg, self.shape)
             elif u not in own:
-                built[u] = self._new(UOp(u.op, u.dtype, tuple(built[s].uop for s in u.src), u.arg))
-        return built[ret]
+                built[u] = UOp(u.op, u.dtype, tuple(built[s] for s in u.src), u.arg)
+        return self._new(built[ret])
 
     def _with_hardtanh_grad(self, x: Tensor, low: float, high: float) -> Tensor:
         """This value (x clamped to [low, high]) with the gradient of PyTorch's hardtanh family: none at the
@@ -919,22 +948,10 @@ class ElementwiseMixin:
 
     @_derivative(lambda x, y: y)
     def _exp(self) -> Tensor:
-        """e ** self for self in a compute dtype. x = n*ln2 + r with n = trunc(x/ln2) and r computed exactly
-        (Cody-Waite), so exp2(r/ln2) carries no error from the size of x; 2**n is built from its bits, in two
-        halves so that neither leaves the normal range (denormal results round once, in the last multiply)."""
-        dt = self.dtype
-        it = _BITS[dt]
-        lo, hi = (-760.0, 720.0) if dt is dtypes.float64 else (-110.0, 100.0)  # beyond these: 0 and inf
-        x = self.maximum(lo).minimum(hi)  # NaN stays NaN
-        n = (x * LOG2E).trunc()
-        r = (x - n * LN2_HI) - n * LN2_LO
-        p = (r * LOG2E).exp2()  # |r/ln2| < 1
-        ni = (n != n).where(0.0, n).cast(it)  # NaN would make the cast undefined in C
-        n1 = ni >> 1
-        mbits, bias = (52, 1023) if dt is dtypes.float64 else (23, 127)
-        s1 = ((n1 + bias) << mbits).bitcast(dt)
-        s2 = ((ni - n1 + bias) << mbits).bitcast(dt)
-        return p * s1 * s2
+        """e ** self for self in a compute dtype: one EXP op, whose exact range reduction (Cody-Waite: x = n*ln2
+        + r) and polynomial the compiler writes (codegen/transcendental.py), so no error grows with the size of
+        x and denormal results round once."""
+        return self._alu(Ops.EXP)
 
     def _log(self) -> Tensor:
         return self._alu(Ops.LOG2) * LN2
@@ -966,7 +983,9 @@ class ElementwiseMixin:
 
     @_derivative(lambda x, y: 1 - y * y)
     def _tanh(self) -> Tensor:
-        a = self.abs().minimum(20.0 if self.dtype is dtypes.float64 else 10.0)  # tanh is 1.0 beyond
+        if self.dtype is not dtypes.float64:
+            return self._elementwise(_tanh_f32)
+        a = self.abs().minimum(20.0)  # tanh is 1.0 beyond
         u = (a * 2)._expm1()
         return u._fdiv(u + 2)._with_sign_of(self)
 

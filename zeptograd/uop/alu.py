@@ -48,6 +48,13 @@ def _exp2(a: float) -> float:
         return math.inf
 
 
+def _exp(a: float) -> float:
+    try:
+        return math.exp(a)
+    except OverflowError:
+        return math.inf
+
+
 def _log2(a: float) -> float:
     if math.isnan(a) or a < 0:
         return math.nan
@@ -137,6 +144,7 @@ def _odd_mantissa(x: float, dtype: DType) -> bool:
 python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.NEG: lambda a: not a if isinstance(a, bool) else -a,
     Ops.EXP2: _exp2,
+    Ops.EXP: _exp,
     Ops.LOG2: _log2,
     Ops.SIN: _sin,
     Ops.SQRT: _sqrt,
@@ -161,7 +169,7 @@ python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.MULACC: lambda a, b, c: a * b + c,
 }
 
-_FLOAT_ONLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV}
+_FLOAT_ONLY = {Ops.EXP2, Ops.EXP, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV}
 _INT_ONLY = {Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.AND, Ops.OR, Ops.XOR}
 
 
