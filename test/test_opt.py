@@ -170,7 +170,10 @@ def test_heuristic_tiles_matmul_and_vectorizes():
     assert src.count("vfmaddps") == 2 * rows  # the inner loop: one FMA per accumulator
 
 
-def test_threads_do_not_change_elementwise_results_and_reductions_are_deterministic():
+def test_threads_do_not_change_elementwise_results_and_reductions_are_deterministic(monkeypatch):
+    from zeptograd.codegen import heuristic
+
+    monkeypatch.setattr(heuristic, "THREAD_MIN_WORK", 0)  # split however small
     (x,) = _inputs((64, 4096))
     results = {}
     for threads in (1, 2, 4):
@@ -377,3 +380,36 @@ print("ok")
     env = {**os.environ, "ZG_AVX512": "0", "ZEPTOGRAD_CACHE_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+@pytest.mark.parametrize("shape", [(128, 784, 256), (12, 40, 20), (5, 48, 7)])
+def test_matmul_with_a_transposed_weight_reads_both_operands_along_the_sum(shape):
+    """x @ w.T with w stored (out, in), as nn.Linear does: both operands are contiguous along the sum, so w.T is
+    not copied into panels (one kernel) and the plan vectorizes the sum (UNROLL) under a 4 x 4 tile of outputs."""
+    m, k, n = shape
+    x, w = _inputs((m, k), (n, k), seed=12)
+    tx, tw = Tensor(x).realize(), Tensor(w).realize()
+    item = _kernel(tx @ tw.T)
+    opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
+    if k % 8 == 0:
+        assert any(o.op is OptOps.UNROLL for o in opts), opts
+    with Context(THREADS=2):
+        np.testing.assert_allclose((tx @ tw.T).numpy(), x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
+
+
+def test_lanes_of_a_vector_load_are_read_as_scalars():
+    """A tile's broadcast operand contiguous along the tile's rows (x in the weight gradient g.T @ x) is read one
+    element at a time (a broadcasting load), not as a vector load taken apart lane by lane."""
+    g, x = _inputs((16, 16), (16, 48), seed=13)
+    item = _kernel(Tensor(g).realize().T @ Tensor(x).realize())
+    program = get_program(item.ast, Device["CPU"].renderer)
+    lanes_of_loads = [
+        u
+        for u in program.uops
+        if u.op is Ops.GEP and u.src[0].op is Ops.LOAD and u.src[0].src[0].src[0].op is Ops.DEFINE_GLOBAL
+    ]
+    assert program.opts and not lanes_of_loads
+    got = run_plan(Tensor(g).realize().T @ Tensor(x).realize(), list(program.opts))
+    np.testing.assert_allclose(got, g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
+    tg, tx = Tensor(g, device="PYTHON").realize(), Tensor(x, device="PYTHON").realize()
+    np.testing.assert_array_equal(run_plan(tg.T @ tx, list(program.opts), "PYTHON"), got)

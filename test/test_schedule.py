@@ -483,3 +483,21 @@ def test_a_value_kept_only_for_its_gradient_is_not_computed():
     assert kernels(out) == 1
     close(out, a + 1)
     close(grad, np.ones_like(a))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_masked_gradient_broadcast_into_a_matmul_is_stored_once(device: str):
+    # the weight gradient g.T @ x reads relu's masked gradient broadcast over x's columns: fused, its kernel would
+    # recompute the mask for every tile of columns, so it is stored first; a cheap operand (g * 2) still fuses
+    (g, tg), (h, th), (x, tx) = inputs(device, (8, 4), (8, 4), (8, 32))
+    masked = (th > 0).where(tg, 0.0) + th * tg  # 3 ops, read by the matmul broadcast over 32 columns
+    out = masked.T @ tx
+    want = (np.where(h > 0, g, 0.0) + h * g).T.astype(np.float64) @ x
+    assert kernels(masked.T @ tx) == 2
+    close(out, want, rtol=1e-5, atol=1e-5)
+    assert kernels((tg * 2).T @ tx) == 1
+    close((tg * 2).T @ tx, (g * 2).T.astype(np.float64) @ x)
+    # broadcast over fewer outputs than BROADCAST_MIN: recomputing costs less than the store
+    small = (th > 0).where(tg, 0.0) + th * tg
+    assert kernels(small.T @ tx[:, :4]) == 1
+    close(small.T @ tx[:, :4], want[:, :4])

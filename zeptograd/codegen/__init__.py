@@ -42,6 +42,7 @@ from zeptograd.codegen.lowering import (
     constant_gates,
     gated_stores,
     index_dtype_for,
+    lane_loads,
     live_ranges,
     merge_loops,
 )
@@ -130,7 +131,7 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     sink = devectorize(sink, renderer.max_lanes if renderer is not None else lambda op, dt: 1)
     _check(sink, "after devectorize")
     sink = merge_loops(graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators"))
-    sink = graph_rewrite(sink, symbolic + constant_gates, name="simplify")
+    sink = graph_rewrite(sink, symbolic + constant_gates + lane_loads, name="simplify")
     if applied_opts(sink) or (renderer is not None and not NOOPT):
         sink = graph_rewrite(sink, fuse_multiply_add, name="fused multiply-add")
     _check(sink, "after accumulators")

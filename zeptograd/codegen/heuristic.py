@@ -2,27 +2,31 @@
 
 The rules, in order (each applied only where its amount divides the axis):
 
-1. Matmul-shaped kernels (a sum over products where one operand, B, does not depend on an output axis `m`
+1. Matmul-shaped kernels whose operands are both contiguous along the reduce axis (`x @ w.T` with w stored
+   (out, in), as nn.Linear keeps it): a tile of 4 x 4 outputs, each a vector accumulator along the reduce axis
+   (UNROLL by one vector), summed across its lanes after the loop: 16 FMAs for 8 vector loads, and no copy of w.T.
+2. Other matmul-shaped kernels (a sum over products where one operand, B, does not depend on an output axis `m`
    and the other, A, does not depend on an output axis `n`; `n` contiguous in B, else in the output): a
-   register tile of 8 vector accumulators, so each loaded element is used several times from a register and
-   the inner loop is 8 vector FMAs:
-   - 4 rows of `m` by 16 columns of `n` where 16 divides `n`;
-   - else 4 x 2 x 8, with a third output axis that the first operand ignores (a convolution's output rows:
-     half the weight broadcasts of 8 x 8, 118 -> 125 GFLOP/s);
-   - else 8 x 8.
-   Tensor.matmul stores a large right operand as 16-column panels, so the 16 lanes of `n` are one
-   contiguous read. A large dense conv2d reads channels-last copies of its input and weight: 16 output
-   channels (contiguous in the weight) by 4 output columns. When A is contiguous along a reduce axis that is
-   not the innermost one (the input channels of a channels-last convolution), SWAP makes it innermost. When
-   B is over 8 MiB, SWAP puts the column tiles outside: one tile of it stays in L2 while the rows of A stream
-   past.
-2. Other reductions: when the reduce axis is contiguous in memory (`x.sum(1)`), UNROLL it by four vectors (four
-   accumulators, so the adds of one iteration do not wait on each other); else, when the output's last axis
-   is the contiguous one (`x.sum(0)`), UPCAST it to 8 lanes.
-3. Elementwise kernels: UPCAST the last output axis to 8 lanes when it is contiguous in the output, and a read
-   is contiguous along it too, or is gated by a condition that does not depend on it (a padded copy: one gate
-   check per vector; a channels-last padded copy, whose reads are gathered, 1.12 -> 0.68 ms). A plain
-   transpose stays scalar: gathering its lanes is slower (4096x4096: 59 -> 74 ms).
+   register tile of vector accumulators, half the vector registers, so each loaded element is used several
+   times from a register:
+   - rows of `m` by two vectors of `n` where that divides `n`: 8 x 32 float32 with AVX-512 (16 accumulators of
+     16 lanes), 4 x 16 with AVX2 (8 of 8);
+   - else 4 x 2 x one vector, with a third output axis that the first operand ignores (a convolution's output
+     rows: half the weight broadcasts of 8 x 8, 118 -> 125 GFLOP/s);
+   - else 8 x one vector.
+   Tensor.matmul stores a large right operand as panels of two vectors' width, so the lanes of `n` are one
+   contiguous read. A large dense conv2d reads channels-last copies of its input and weight: two vectors of
+   output channels (contiguous in the weight) by 8 (AVX-512) or 4 output columns. When A is contiguous along a
+   reduce axis that is not the innermost one (the input channels of a channels-last convolution), SWAP makes
+   it innermost. When B is over 1 MiB, SWAP puts the column tiles outside: one tile of it stays in L2 while the
+   rows of A stream past.
+3. Other reductions: when the reduce axis is contiguous in memory (`x.sum(1)`), UNROLL it by four vectors (four
+   accumulators, so the adds of one iteration do not wait on each other). Elementwise kernels (and reductions
+   whose output's last axis is the contiguous one, `x.sum(0)`): UPCAST the last output axis to one vector when
+   it is contiguous in the output, and a read is contiguous along it too, or is gated by a condition that does
+   not depend on it (a padded copy: one gate check per vector; a channels-last padded copy, whose reads are
+   gathered, 1.12 -> 0.68 ms). A plain transpose stays scalar: gathering its lanes is slower (4096x4096: 59 ->
+   74 ms).
 4. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
    that divides evenly across `THREADS` cores; when none does, the outermost loop is padded to a multiple
    of `THREADS` first (PADTO: the extra iterations are gated off).
@@ -54,7 +58,9 @@ GROUP_MIN_REDUCE = 4096  # a shorter reduction costs less than the barrier and t
 GROUP_SIZE = 16
 GPU_GROUP_MIN_REDUCE = 256  # on a GPU, a shorter row is summed by one thread in less time than a barrier
 LOCAL_SIZE = 64
-THREAD_MIN_WORK = 1 << 17  # below this a kernel runs in less time than waking a second core takes
+THREAD_MIN_WORK = (
+    1 << 20
+)  # below this a kernel runs in less time than handing half of it to a pool thread (~90 us here)
 SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
 
 
@@ -147,6 +153,22 @@ def _matmul_axes(outs: list[UOp], reads: list[_Read], out_index: UOp) -> tuple[i
     return None
 
 
+def _dot_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read]) -> tuple[int, int] | None:
+    """(m, n) of a matmul whose operands are both contiguous along the last reduce axis and neither along an
+    output axis (x @ w.T with w stored (out, in)): A ignores n, B ignores m."""
+    if len(outs) < 2 or len(reads) < 2 or any(_stride(x.address, r) == 1 for x in reads for r in outs):
+        return None
+    k = reds[-1]
+    along_k = [x for x in reads if _stride(x.address, k) == 1]
+    for m in range(len(outs)):
+        for n in range(len(outs)):
+            rm, rn = outs[m], outs[n]
+            a = any(rn not in x.loops and rm in x.loops for x in along_k)
+            if m != n and a and any(rm not in x.loops and rn in x.loops for x in along_k):
+                return m, n
+    return None
+
+
 def _contiguous_reduce(reds: list[UOp], reads: list[_Read], rn: UOp) -> int | None:
     """The reduce axis along which A (a read that ignores n) is contiguous, when it is not the innermost one."""
     for i, r in enumerate(reds[:-1]):
@@ -197,8 +219,21 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
     if gpu:
         return _gpu_opts(ast, renderer, gpu)
     lanes = _float_lanes(renderer)
-    mm = _matmul_axes(outs, reads, out_index) if reds else None
-    if mm is not None:
+    dot = _dot_axes(outs, reds, reads) if reds else None
+    mm = _matmul_axes(outs, reads, out_index) if reds and dot is None else None
+    if dot is not None:
+        # both operands contiguous along the reduce axis (x @ w.T): a tile of 4 x 4 outputs, each a vector
+        # accumulator along the reduce axis, summed across its lanes at the end (128x784 @ 784x256: 370 us with a
+        # copy of w.T into panels, 260 us this way)
+        m, n = dot
+        am, an = _divisor(sizes[m], (4, 2)), _divisor(sizes[n], (4, 2))
+        if am is not None:
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
+        if an is not None:
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, n, an))
+        if (k := _divisor(reds[-1].src[0].arg, (lanes, lanes // 2))) is not None:
+            ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, k))
+    elif mm is not None:
         m, n = mm
         rm, rn = outs[m], outs[n]
         # a register tile of vector accumulators, half the vector registers: rows x 2 vectors (AVX2: 4 x 16 of

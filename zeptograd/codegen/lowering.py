@@ -114,6 +114,33 @@ def _ungated_load(index: UOp, ld: UOp) -> UOp:
     return index.src[0].index(index.src[1]).load(dtype=ld.dtype)  # a vector load stays one
 
 
+def _lane_load(g: UOp, ld: UOp, i: UOp) -> UOp | None:
+    ptr = i.src[0].dtype
+    if ld.dtype.count == 1 or len(set(g.arg)) != 1 or getattr(ptr, "base", ptr).count != 1:
+        return None
+    lane = i.src[0].index(i.src[1] + g.arg[0]).load(dtype=ld.dtype.scalar())
+    return lane if len(g.arg) == 1 else UOp(Ops.VECTORIZE, g.dtype, (lane,) * len(g.arg))
+
+
+# one lane of a vector load is a load of that element: a tile's broadcast operand, contiguous along the tile's
+# rows, is then read by broadcasting loads (a load port) instead of a vector load and a shuffle per lane (the
+# shuffle port, which also runs half the FMAs: the weight gradient of a linear layer ran at a third of the speed)
+lane_loads = PatternMatcher(
+    [
+        # GEP(LOAD(INDEX(p, i)), k) -> LOAD(INDEX(p, i + k)); GEP(LOAD(INDEX(p, i)), (k, k, ...)) -> its broadcast
+        (
+            UPat(
+                Ops.GEP,
+                src=(UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat()), name="i"),), name="ld"),),
+                name="g",
+            ),
+            _lane_load,
+            "one lane of a vector load (or its broadcast) -> a load of that element",
+        ),
+    ]
+)
+
+
 # a gate the value ranges decided: once simplification folds it to a constant, the gate goes
 constant_gates = PatternMatcher(
     [

@@ -19,6 +19,7 @@ from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
 from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.runtime.device import HOST_COMPILED
+from zeptograd.uop.ops import Ops
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -84,9 +85,14 @@ PANEL = 2 * VECTOR_LANES[dtypes.float32]
 PACK_MIN_WORK = 1 << 21
 
 
-def _packs(a_shape: tuple[int, ...], b_shape: tuple[int, ...], device: str) -> bool:
-    m, (k, n) = a_shape[-2], b_shape[-2:]
-    return device in HOST_COMPILED and n % PANEL == 0 and n > PANEL and m >= 4 and m * n * k >= PACK_MIN_WORK
+def _packs(a_shape: tuple[int, ...], b: Any, device: str) -> bool:
+    """Does `a @ b` copy b into panels first? Not when b is a transposed view (w.T of a (out, in) weight): it is
+    contiguous along the sum then, and the kernel reads both operands along it (codegen/heuristic.py)."""
+    m, (k, n) = a_shape[-2], b.shape[-2:]
+    nd = len(b.shape)
+    transposed = b.uop.op is Ops.PERMUTE and b.uop.arg[-2:] == (nd - 1, nd - 2)
+    big = n % PANEL == 0 and n > PANEL and m >= 4 and m * n * k >= PACK_MIN_WORK
+    return device in HOST_COMPILED and big and not transposed
 
 
 def _panels(b: Any) -> Any:
@@ -144,7 +150,7 @@ class FunctionalMixin:
                 f"matmul: the batch axes of shapes {self.shape} and {x.shape} cannot be broadcast together"
             ) from None
         dt = tensor_dtype(dtype, "matmul") if dtype is not None else least_upper_dtype(a.dtype, b.dtype)
-        if _packs(a.shape, b.shape, self.device):
+        if _packs(a.shape, b, self.device):
             b = _panels(b)
         a3 = a.cast(dt).reshape(*a.shape[:-1], 1, a.shape[-1])
         bt = b.cast(dt).transpose(-1, -2)

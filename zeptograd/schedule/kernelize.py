@@ -6,7 +6,9 @@ A node gets its own buffer (it is *realized*) when
 - it is a REDUCE_AXIS whose result is broadcast back (reaches an EXPAND) or feeds another reduction:
   fusing it there would recompute the whole reduction for every element that reads it;
 - it is a REDUCE_AXIS read by more than one kernel: a reduction is never computed twice;
-- it is an elementwise value read by more than one kernel and expensive to compute (`_worth_storing`).
+- it is an elementwise value read by more than one kernel and expensive to compute (`_worth_storing`);
+- it is an elementwise value of a few ops that a reduction reads broadcast over many outputs (a matmul operand:
+  the relu-masked gradient in a weight gradient), which its kernel would recompute for every tile.
 
 Everything else fuses into the kernel that reads it: elementwise chains into each other, elementwise
 producers into the reduction that consumes them and elementwise consumers into the reduction's output.
@@ -18,6 +20,7 @@ through memory. Each realized node becomes one kernel: its value, read at the ou
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from typing import NamedTuple
 
@@ -153,6 +156,35 @@ def _compute_cost(u: UOp, realized: dict[UOp, None], enough: int) -> int:
     return cost
 
 
+# a value a reduction reads broadcast over this many outputs or more (a matmul operand) is stored first when it
+# costs more than BROADCAST_MIN_COST ops: the matmul's kernel would recompute it for every tile of the other axis
+BROADCAST_MIN = 16
+BROADCAST_MIN_COST = 3
+
+
+def _broadcast_into_reduce(u: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
+    """Does elementwise `u` reach a reduction, in the same kernel, broadcast (EXPAND) to at least BROADCAST_MIN
+    times its elements? (The relu mask of a gradient in the weight gradient `g.T @ x`: 98 recomputations.)"""
+    stack, seen = [(c, 1) for c in consumers[u]], set()
+    while stack:
+        node, factor = stack.pop()
+        if node in realized:
+            continue
+        if node.op is Ops.REDUCE_AXIS:
+            if factor >= BROADCAST_MIN:
+                return True
+            continue
+        if node.op is Ops.EXPAND:
+            factor *= math.prod(node.arg) // max(1, math.prod(node.src[0].shape))
+        elif node.op not in _ELEMENTWISE and node.op not in (Ops.RESHAPE, Ops.PERMUTE):
+            continue
+        for c in consumers[node]:
+            if (c, factor) not in seen:
+                seen.add((c, factor))
+                stack.append((c, factor))
+    return False
+
+
 def _worth_storing(u: UOp, readers: int, realized: dict[UOp, None]) -> bool:
     """Is elementwise `u`, read by `readers` kernels, cheaper to store once than to recompute in each? Storing
     costs one more write and read of each element, STORE_COST cheap ops (measured); recomputing costs
@@ -284,6 +316,12 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
         elif _worth_storing(u, len(readers[u]), realized):
             realized[u] = None
             stored[u] = len(readers[u])
+        elif (
+            u.op in _ELEMENTWISE
+            and _compute_cost(u, realized, BROADCAST_MIN_COST) >= BROADCAST_MIN_COST
+            and _broadcast_into_reduce(u, consumers, realized)
+        ):
+            realized[u] = None
         if u in realized:
             readers[u] = frozenset((u,))
     # a value's cost was counted before the producers it reads were decided: one of them may since have been
