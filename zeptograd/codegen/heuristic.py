@@ -58,9 +58,8 @@ GROUP_MIN_REDUCE = 4096  # a shorter reduction costs less than the barrier and t
 GROUP_SIZE = 16
 GPU_GROUP_MIN_REDUCE = 256  # on a GPU, a shorter row is summed by one thread in less time than a barrier
 LOCAL_SIZE = 64
-THREAD_MIN_WORK = (
-    1 << 20
-)  # below this a kernel runs in less time than handing half of it to a pool thread (~90 us here)
+# below this a kernel runs in less time than waking the other cores (runtime/cpu_threads.py) costs
+THREAD_MIN_WORK = 1 << 17
 SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
 
 

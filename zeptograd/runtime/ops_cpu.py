@@ -22,6 +22,7 @@ from typing import Any
 
 from zeptograd.codegen import ProgramSpec
 from zeptograd.renderer.cstyle import CRenderer
+from zeptograd.runtime import cpu_threads
 from zeptograd.runtime.buffer import Buffer
 
 # -ffp-contract=off: the compiler may not fuse a*b+c into an FMA on its own (the IR says where a MULACC
@@ -189,24 +190,6 @@ def _runner(program: ProgramSpec, fn: Any) -> Callable[[Sequence[Buffer]], None]
         return run
 
     def run_threads(bufs: Sequence[Buffer]) -> None:
-        # ctypes lets go of the GIL during the call: the other cores run their chunks while this one runs
-        # chunk 0
-        args = [b.address for b in bufs]
-        others = [_pool(threads - 1).submit(fn, *[*args, core]) for core in range(1, threads)]
-        fn(*args, 0)
-        for f in others:
-            f.result()
+        cpu_threads.run(fn, [b.address for b in bufs], threads)
 
     return run_threads
-
-
-_pools: dict[int, ThreadPoolExecutor] = {}
-# a forked child has none of its parent's threads: it makes its own pool
-os.register_at_fork(after_in_child=_pools.clear)
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """A pool of `workers` threads that run kernel chunks, made once and kept."""
-    if workers not in _pools:
-        _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="zeptograd-core")
-    return _pools[workers]

@@ -20,9 +20,9 @@ from typing import Any
 
 from zeptograd.codegen import ProgramSpec
 from zeptograd.renderer.llvmir import LLVMRenderer
+from zeptograd.runtime import cpu_threads
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
-from zeptograd.runtime.ops_cpu import _pool
 from zeptograd.uop.ops import Ops
 
 
@@ -109,12 +109,6 @@ class LLVMDevice:
             return run
 
         def run_threads(bufs: Sequence[Buffer]) -> None:
-            # ctypes lets go of the GIL during the call: the other cores run their chunks while this one runs
-            # chunk 0
-            args = [b.address for b in bufs]
-            others = [_pool(threads - 1).submit(fn, *args, core) for core in range(1, threads)]
-            fn(*args, 0)
-            for f in others:
-                f.result()
+            cpu_threads.run(fn, [b.address for b in bufs], threads)
 
         return run_threads

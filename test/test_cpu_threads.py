@@ -1,0 +1,50 @@
+"""The CPU devices' thread pool (runtime/cpu_threads.py): every core's chunk runs once per call, in the C pool and
+in the Python fallback, and the pool survives many calls with varying thread counts."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+import pytest
+
+from zeptograd import Context, Tensor
+from zeptograd.runtime import cpu_threads
+
+
+def _recorder(nargs: int):
+    calls: list[tuple[int, tuple[int, ...], int]] = []
+    lock = threading.Lock()
+
+    def record(*args):
+        with lock:
+            calls.append((args[-1], tuple(args[:-1]), threading.get_ident()))
+
+    proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs), ctypes.c_int32)
+    return proto(record), calls
+
+
+@pytest.mark.parametrize("nargs", [1, 3, cpu_threads.MAX_ARGS, cpu_threads.MAX_ARGS + 1])
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_every_core_runs_once_with_its_arguments(nargs, threads):
+    fn, calls = _recorder(nargs)
+    addresses = [4096 * (k + 1) for k in range(nargs)]
+    for _ in range(3):
+        calls.clear()
+        cpu_threads.run(fn, addresses, threads)
+        assert sorted(core for core, _, _ in calls) == list(range(threads))
+        assert all(args == tuple(addresses) for _, args, _ in calls)
+        if nargs <= cpu_threads.MAX_ARGS:  # the C pool: each chunk on a worker of its own (Python's may reuse one)
+            assert len({ident for _, _, ident in calls}) == threads
+
+
+def test_many_kernels_in_a_row_give_the_single_thread_values():
+    # back-to-back threaded kernels (the pool's workers spin between them) agree with one thread, bit for bit
+    x = np.random.default_rng(0).standard_normal((256, 1024)).astype(np.float32)
+    with Context(THREADS=1):
+        want = [(Tensor(x) * k + 1).exp().numpy() for k in range(20)]
+    with Context(THREADS=2):
+        got = [(Tensor(x) * k + 1).exp().numpy() for k in range(20)]
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

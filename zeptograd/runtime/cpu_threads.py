@@ -1,0 +1,230 @@
+"""Running a threaded CPU kernel on every core: a pool of threads in C that wait for work by spinning.
+
+A kernel with a THREAD opt takes its core index as its last argument; `run(fn, addresses, threads)` calls it once
+per core, chunk 0 on the calling thread. Handing a chunk to a Python thread (a ThreadPoolExecutor) costs about
+90 us here: the worker sleeps between kernels, and waking a sleeping CPU of a virtual machine is slow. The C pool's
+workers spin on a counter for `SPIN_NS` after each chunk before they sleep on a condition variable, so kernels
+that follow each other (a training step: 21 kernels in about a millisecond) start on every core at once; a
+Python thread pool remains the fallback where the pool's library cannot be built.
+
+The pool calls a kernel through a function pointer typed with `void *` parameters: the kernels' parameters are
+all pointers (and the int32 core index), passed alike by the x86-64 and AArch64 calling conventions.
+
+After `os.fork` the child has none of the parent's threads: `_after_fork` resets the pool there, so the child's
+first threaded kernel starts new workers (test_opt.py: a forked child runs threaded kernels).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+MAX_ARGS = 16  # kernel pointer arguments the C pool can pass (more: the Python pool runs the kernel)
+SPIN_NS = 500_000  # how long an idle worker spins for the next kernel before it sleeps
+
+_SOURCE = r"""
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#define MAX_WORKERS 63
+#define MAX_ARGS %(max_args)d
+#define SPIN_NS %(spin_ns)dLL
+
+typedef void (*fn_t)();
+static pthread_t workers[MAX_WORKERS];
+static uint64_t start_generation[MAX_WORKERS];  /* the generation before a worker's first job */
+static int n_workers;
+static fn_t job_fn;
+static void *job_args[MAX_ARGS];
+static int32_t job_nargs, job_threads;
+static uint64_t generation;   /* bumped for each job: a worker runs the job of each new value */
+static int32_t pending;       /* workers that have not finished the current job */
+static int32_t sleepers;      /* workers waiting on the condition variable */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+%(call)s
+static void *worker(void *arg) {
+  int32_t core = (int32_t)(intptr_t)arg;
+  uint64_t seen = start_generation[core - 1];
+  for (;;) {
+    int64_t start = now_ns();
+    int spins = 0;
+    while (__atomic_load_n(&generation, __ATOMIC_SEQ_CST) == seen) {
+      relax();
+      if (++spins < 256) continue;
+      spins = 0;
+      if (now_ns() - start < SPIN_NS) continue;
+      pthread_mutex_lock(&mu);
+      __atomic_add_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
+      while (__atomic_load_n(&generation, __ATOMIC_SEQ_CST) == seen) pthread_cond_wait(&cv, &mu);
+      __atomic_sub_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
+      pthread_mutex_unlock(&mu);
+    }
+    seen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    if (core < job_threads) call(job_fn, job_args, job_nargs, core);
+    __atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL);
+  }
+  return 0;
+}
+
+/* fn(args..., core) for core in [0, threads): 0 when done, -1 when it cannot (the caller runs it another way) */
+int32_t zg_run(fn_t fn, void **args, int32_t nargs, int32_t threads) {
+  if (nargs < 1 || nargs > MAX_ARGS || threads < 1 || threads - 1 > MAX_WORKERS) return -1;
+  while (n_workers < threads - 1) {
+    start_generation[n_workers] = __atomic_load_n(&generation, __ATOMIC_SEQ_CST);
+    if (pthread_create(&workers[n_workers], 0, worker, (void *)(intptr_t)(n_workers + 1)) != 0) return -1;
+    pthread_detach(workers[n_workers]);
+    n_workers++;
+  }
+  job_fn = fn;
+  for (int32_t i = 0; i < nargs; i++) job_args[i] = args[i];
+  job_nargs = nargs;
+  job_threads = threads;
+  __atomic_store_n(&pending, n_workers, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0) {
+    pthread_mutex_lock(&mu);
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+  }
+  call(fn, args, nargs, 0);
+  while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0) relax();
+  return 0;
+}
+
+/* in a forked child: no workers exist, and the lock may have been held by one of the parent's */
+void zg_after_fork(void) {
+  n_workers = 0;
+  sleepers = 0;
+  pending = 0;
+  pthread_mutex_init(&mu, 0);
+  pthread_cond_init(&cv, 0);
+}
+"""
+
+
+def _call_source() -> str:
+    """`call(f, a, n, core)`: f(a[0], ..., a[n-1], core) through a function pointer of n pointer parameters."""
+    cases = []
+    for n in range(1, MAX_ARGS + 1):
+        params = ", ".join(["void *"] * n + ["int32_t"])
+        args = ", ".join([f"a[{k}]" for k in range(n)] + ["core"])
+        cases.append(f"    case {n}: ((void (*)({params}))f)({args}); break;")
+    body = "\n".join(cases)
+    return f"static void call(fn_t f, void **a, int32_t n, int32_t core) {{\n  switch (n) {{\n{body}\n  }}\n}}\n"
+
+
+def source() -> str:
+    """The pool's C source."""
+    return _SOURCE % {"max_args": MAX_ARGS, "spin_ns": SPIN_NS, "call": _call_source()}
+
+
+class _Pool:
+    """The C pool's library, built on first use (and cached on disk like the kernels), or None where it cannot
+    be built (then `run` falls back to Python threads)."""
+
+    def __init__(self) -> None:
+        self.lib: Any = None
+        self.tried = False
+        self.lock = threading.Lock()
+
+    def load(self) -> Any:
+        with self.lock:
+            if not self.tried:
+                self.tried = True
+                self.lib = _build()
+            return self.lib
+
+
+def _build() -> Any:
+    from zeptograd.runtime.ops_cpu import cache_dir
+
+    cc = os.environ.get("CC", "cc")
+    flags = ("-O2", "-shared", "-fPIC", "-pthread")
+    src = source()
+    key = hashlib.sha256("\0".join([src, cc, *flags]).encode()).hexdigest()[:32]
+    directory = cache_dir()
+    path = directory / f"threads_{key}.so"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
+        os.close(fd)
+        try:
+            proc = subprocess.run([cc, *flags, "-x", "c", "-", "-o", tmp], input=src.encode(), capture_output=True)
+            if proc.returncode != 0:
+                return None
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    lib = ctypes.CDLL(str(path))
+    lib.zg_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32]
+    lib.zg_run.restype = ctypes.c_int32
+    lib.zg_after_fork.argtypes = []
+    lib.zg_after_fork.restype = None
+    return lib
+
+
+_pool = _Pool()
+_python_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _after_fork() -> None:
+    _python_pools.clear()
+    if _pool.lib is not None:
+        _pool.lib.zg_after_fork()
+
+
+# a forked child has none of its parent's threads: it makes its own
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def _python_pool(workers: int) -> ThreadPoolExecutor:
+    if workers not in _python_pools:
+        _python_pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="zeptograd-core")
+    return _python_pools[workers]
+
+
+def run(fn: Any, addresses: Sequence[int], threads: int) -> None:
+    """Call kernel `fn` (a ctypes function whose arguments are `addresses` and the core index) once per core in
+    [0, threads), in parallel, and return when every call has returned.
+
+    >>> import ctypes
+    >>> hits = []
+    >>> run(lambda *a: hits.append(a[-1]), [0], 1) or hits
+    [0]
+    """
+    lib = _pool.load() if isinstance(fn, ctypes._CFuncPtr) else None  # type: ignore[attr-defined]
+    if lib is not None and len(addresses) <= MAX_ARGS:
+        args = (ctypes.c_void_p * len(addresses))(*addresses)
+        if lib.zg_run(ctypes.cast(fn, ctypes.c_void_p), args, len(addresses), threads) == 0:
+            return
+    # ctypes lets go of the GIL during the call: the other cores run their chunks while this one runs chunk 0
+    pool = _python_pool(max(1, threads - 1))
+    others = [pool.submit(fn, *[*addresses, core]) for core in range(1, threads)]
+    fn(*addresses, 0)
+    for f in others:
+        f.result()
