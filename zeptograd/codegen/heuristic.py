@@ -131,16 +131,19 @@ def _divisor(size: int, choices: tuple[int, ...]) -> int | None:
 
 def _matmul_axes(outs: list[UOp], reads: list[_Read], out_index: UOp) -> tuple[int, int] | None:
     """(m, n): output axes such that one read (B) ignores m and another (A) ignores n. Preferably n is contiguous
-    in B (its lanes are one vector load; the output is stored once per tile, so its layout matters less),
-    else n is contiguous in the output."""
+    in B (its lanes are one vector load) and in the output (its tile is stored a vector at a time: the weight
+    gradient g.T @ x, 256x784, 300 -> 230 us); else n contiguous in B; else n contiguous in the output."""
     if len(outs) < 2 or len(reads) < 2:
         return None
     pairs = [(m, n) for n in range(len(outs)) for m in range(len(outs) - 1, -1, -1) if m != n]
-    for m, n in pairs:
-        rm, rn = outs[m], outs[n]
-        b_contiguous = any(rm not in x.loops and _stride(x.address, rn) == 1 for x in reads)
-        if b_contiguous and any(rn not in x.loops and rm in x.loops for x in reads):
-            return m, n
+    for in_output in (True, False):
+        for m, n in pairs:
+            rm, rn = outs[m], outs[n]
+            if in_output and _stride(out_index, rn) != 1:
+                continue
+            b_contiguous = any(rm not in x.loops and _stride(x.address, rn) == 1 for x in reads)
+            if b_contiguous and any(rn not in x.loops and rm in x.loops for x in reads):
+                return m, n
     for m, n in pairs:
         rm, rn = outs[m], outs[n]
         if _stride(out_index, rn) != 1:
@@ -242,7 +245,9 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         lanes, rows = _register_tile(ast, renderer)
         an = _divisor(sizes[n], (2 * lanes, lanes))
         third = _second_row_axis(outs, reads, rm, rn) if an == lanes else None
-        if (am := _divisor(sizes[m], (rows if an == 2 * lanes or third is not None else 8, 4, 2))) is not None:
+        if (
+            am := _divisor(sizes[m], (rows if an == 2 * lanes or third is not None else 2 * rows, 8, 4, 2))
+        ) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, next(i for i, r in enumerate(output_axes(ast)) if r is third), 2))

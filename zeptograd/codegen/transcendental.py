@@ -225,6 +225,23 @@ def xexp(x: UOp) -> UOp:
     return p * _pow2(n1, fmt, x.dtype) * _pow2(_sub(ni, n1), fmt, x.dtype)
 
 
+_ROUND_F32 = 1.5 * 2.0**23  # y + this rounds y to an integer (|y| < 2**22), kept in the low mantissa bits
+
+
+def exp_small_f32(y: UOp) -> UOp:
+    """e**y for float32 y in [-80, 80] (NaN stays NaN): `xexp` without its clamps and NaN guard, and with n =
+    round(y/ln2) by the round-to-nearest of an addition (n sits in the low mantissa bits of the sum, so 2**n is
+    two integer ops away). About 20 ops a lane instead of 45; within 2 ulp."""
+    t = y * float(_INV_LN2) + _ROUND_F32
+    n = _sub(t, _ROUND_F32)
+    r = _sub(_sub(y, n * LN2_HI), n * LN2_LO)
+    f = r * float(_INV_LN2)
+    p = f * _poly(f, _EXP2[dtypes.float32]) + 1.0
+    it = dtypes.int32.vec(y.dtype.count)
+    n_int = _sub(t.bitcast(it), t.const_like(_ROUND_F32).bitcast(it))
+    return p * ((n_int + 127) << 23).bitcast(y.dtype)
+
+
 def xlog2(x: UOp) -> UOp:
     """log2(x) for a float32 or float64 x."""
     fmt = FORMATS[x.dtype.scalar()]

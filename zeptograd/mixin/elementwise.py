@@ -40,7 +40,7 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from zeptograd.codegen.transcendental import xsin
+from zeptograd.codegen.transcendental import exp_small_f32, xsin
 from zeptograd.dtype import DType, category, dtypes, result_type
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError, DTypeError
@@ -191,7 +191,7 @@ def _tanh_f32(x: UOp) -> UOp:
     for c in reversed(_TANH_POLY[:-1]):
         acc = acc * z + c
     small = a + a * z * acc
-    big = 1.0 - 2.0 * ((a * 2.0).alu(Ops.EXP) + 1.0).alu(Ops.RECIPROCAL)
+    big = 1.0 - 2.0 * (exp_small_f32((-((-a).maximum(-10.0))) * 2.0) + 1.0).alu(Ops.RECIPROCAL)  # tanh(10) is 1.0
     t = (a < TANH_SMALL).where(small, big)
     bits = x.dtype.scalar().itemsize * 8
     it = {32: dtypes.int32, 16: dtypes.int16}[bits].vec(x.dtype.count)

@@ -22,7 +22,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -208,20 +208,33 @@ def _python_pool(workers: int) -> ThreadPoolExecutor:
     return _python_pools[workers]
 
 
-def run(fn: Any, addresses: Sequence[int], threads: int) -> None:
-    """Call kernel `fn` (a ctypes function whose arguments are `addresses` and the core index) once per core in
-    [0, threads), in parallel, and return when every call has returned.
+def runner(fn: Any, nargs: int, threads: int) -> Callable[[Sequence[int]], None]:
+    """A function of the kernel's buffer addresses that calls kernel `fn` (a ctypes function of `nargs` pointers
+    and the core index) once per core in [0, threads), in parallel, and returns when every call has returned.
+    What does not change between calls (the pool, the function's address) is looked up here, once.
 
-    >>> import ctypes
     >>> hits = []
-    >>> run(lambda *a: hits.append(a[-1]), [0], 1) or hits
+    >>> runner(lambda *a: hits.append(a[-1]), 1, 1)([0]) or hits
     [0]
     """
-    lib = _pool.load() if isinstance(fn, ctypes._CFuncPtr) else None  # type: ignore[attr-defined]
-    if lib is not None and len(addresses) <= MAX_ARGS:
-        args = (ctypes.c_void_p * len(addresses))(*addresses)
-        if lib.zg_run(ctypes.cast(fn, ctypes.c_void_p), args, len(addresses), threads) == 0:
-            return
+    lib = _pool.load() if isinstance(fn, ctypes._CFuncPtr) and nargs <= MAX_ARGS else None  # type: ignore[attr-defined]
+    if lib is not None:
+        address, array, zg_run = ctypes.cast(fn, ctypes.c_void_p).value, ctypes.c_void_p * nargs, lib.zg_run
+
+        def run_in_pool(addresses: Sequence[int]) -> None:
+            if zg_run(address, array(*addresses), nargs, threads) != 0:
+                _run_python(fn, addresses, threads)
+
+        return run_in_pool
+    return lambda addresses: _run_python(fn, addresses, threads)
+
+
+def run(fn: Any, addresses: Sequence[int], threads: int) -> None:
+    """`runner(fn, len(addresses), threads)(addresses)`, for one call."""
+    runner(fn, len(addresses), threads)(addresses)
+
+
+def _run_python(fn: Any, addresses: Sequence[int], threads: int) -> None:
     # ctypes lets go of the GIL during the call: the other cores run their chunks while this one runs chunk 0
     pool = _python_pool(max(1, threads - 1))
     others = [pool.submit(fn, *[*addresses, core]) for core in range(1, threads)]

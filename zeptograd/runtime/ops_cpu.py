@@ -189,7 +189,9 @@ def _runner(program: ProgramSpec, fn: Any) -> Callable[[Sequence[Buffer]], None]
 
         return run
 
+    run_chunks = cpu_threads.runner(fn, n_args, threads)
+
     def run_threads(bufs: Sequence[Buffer]) -> None:
-        cpu_threads.run(fn, [b.address for b in bufs], threads)
+        run_chunks([b.address for b in bufs])
 
     return run_threads

@@ -108,7 +108,9 @@ class LLVMDevice:
 
             return run
 
+        run_chunks = cpu_threads.runner(fn, n_args, threads)
+
         def run_threads(bufs: Sequence[Buffer]) -> None:
-            cpu_threads.run(fn, [b.address for b in bufs], threads)
+            run_chunks([b.address for b in bufs])
 
         return run_threads
