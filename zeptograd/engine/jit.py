@@ -111,6 +111,23 @@ class _Capture:
         self.state_nodes: list[weakref.ref[UOp]] = []
 
 
+def _live_launches(launches: list[tuple[Any, list[Buffer], Any]], outputs: list[Any], before: set[Buffer]) -> list:
+    """The captured launches less the copies nothing reads: a copy into a fresh buffer that no later launch reads
+    and the function does not return. Those are the snapshots of a buffer's old contents made for lazy tensors of
+    the capturing call (a gradient of an input that reads a weight the step updates): a replay has no such
+    tensors, and the copy would only cost time (three a step of an MLP's training)."""
+    returned = {buffer_for(node) for t in outputs if isinstance(t, Tensor) and (node := buffer_of(t.uop)) is not None}
+    keep: list[tuple[Any, list[Buffer], Any]] = []
+    read_later: set[Buffer] = set()
+    for launch in reversed(launches):
+        _, bufs, program = launch
+        if program is None and bufs[0] not in read_later and bufs[0] not in returned and bufs[0] not in before:
+            continue
+        keep.append(launch)
+        read_later.update(bufs if program is not None else bufs[1:])
+    return keep[::-1]
+
+
 class TinyJit(Generic[R]):
     """Decorate a function of Tensors (a training or inference step) so that from its third call on it replays
     the kernels it launched on its second, with the new inputs' buffers in place of the captured ones.
@@ -239,6 +256,7 @@ class TinyJit(Generic[R]):
             engine.capturing, creation.rng_capturing = None, None
         cap.rng_drawn = creation.CreationMixin._rng_counter - first_call
 
+        launches = _live_launches(launches, self._flatten(ret)[1], before)
         # the launch list, and where each input's buffer appears in it
         written: set[Buffer] = set()
         cap.input_slots = [[] for _ in cap.input_keys]
