@@ -76,6 +76,7 @@ def test_float_binary_ops_match_numpy(dt: DType, op: Ops):
     [
         (Ops.EXP2, np.exp2),
         (Ops.EXP, np.exp),
+        (Ops.TANH, np.tanh),
         (Ops.LOG2, np.log2),
         (Ops.SIN, np.sin),
         (Ops.SQRT, np.sqrt),

@@ -3,7 +3,7 @@
 >>> (Tensor([1.0, -2.0]) * 3).relu().tolist()
 [3.0, 0.0]
 
-Everything here is built from the IR's ALU ops (EXP2 EXP LOG2 SIN SQRT RECIPROCAL NEG TRUNC, the binary ops,
+Everything here is built from the IR's ALU ops (EXP2 EXP TANH LOG2 SIN SQRT RECIPROCAL NEG TRUNC, the binary ops,
 WHERE), CAST and BITCAST, so it fuses into whatever kernel reads it and runs on every device.
 
 Numerics, in short (test/test_tensor_elementwise.py checks each claim against float64 references):
@@ -40,7 +40,7 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from zeptograd.codegen.transcendental import exp_small_f32, xsin
+from zeptograd.codegen.transcendental import xsin
 from zeptograd.dtype import DType, category, dtypes, result_type
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError, DTypeError
@@ -167,36 +167,6 @@ def _hardtanh_grad(g: Tensor, out: Tensor, x: Tensor, low: Tensor, high: Tensor)
 def _copysign_grad(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, None]:
     """copysign(a, b) = +-a: the gradient is +-g (0 at a = 0, as PyTorch); none flows to b."""
     return (a == 0).where(0.0, g * out / a), None
-
-
-# tanh(a) = a + a**3 * P(a*a) for 0 <= a < TANH_SMALL: a fit made for this file (relative-error least squares on
-# Chebyshev nodes, reweighted towards minimax; relative error 1.6e-10, 0.78 ulp in float32 arithmetic)
-TANH_SMALL = 0.625
-_TANH_POLY = (
-    -0.3333333134651184,
-    0.1333320587873459,
-    -0.053946785628795624,
-    0.021700797602534294,
-    -0.008177590556442738,
-    0.0021431089844554663,
-)
-
-
-def _tanh_f32(x: UOp) -> UOp:
-    """tanh of a float32 UOp: the polynomial below TANH_SMALL, 1 - 2/(e**2a + 1) above (no cancellation there:
-    the result is over 1/2; e**2a = inf gives 1), with the sign bit of x (tanh(-0.0) is -0.0). About 1.3 ulp."""
-    a = (x < 0.0).where(-x, x)  # NaN stays NaN
-    z = a * a
-    acc = x.const_like(_TANH_POLY[-1])
-    for c in reversed(_TANH_POLY[:-1]):
-        acc = acc * z + c
-    small = a + a * z * acc
-    big = 1.0 - 2.0 * (exp_small_f32((-((-a).maximum(-10.0))) * 2.0) + 1.0).alu(Ops.RECIPROCAL)  # tanh(10) is 1.0
-    t = (a < TANH_SMALL).where(small, big)
-    bits = x.dtype.scalar().itemsize * 8
-    it = {32: dtypes.int32, 16: dtypes.int16}[bits].vec(x.dtype.count)
-    sign = x.bitcast(it) & -(1 << (bits - 1))
-    return (t.bitcast(it) | sign).bitcast(x.dtype)
 
 
 class ElementwiseMixin:
@@ -984,7 +954,7 @@ class ElementwiseMixin:
     @_derivative(lambda x, y: 1 - y * y)
     def _tanh(self) -> Tensor:
         if self.dtype is not dtypes.float64:
-            return self._elementwise(_tanh_f32)
+            return self._alu(Ops.TANH)  # one op: its polynomial and exp are the compiler's (transcendental.py)
         a = self.abs().minimum(20.0)  # tanh is 1.0 beyond
         u = (a * 2)._expm1()
         return u._fdiv(u + 2)._with_sign_of(self)

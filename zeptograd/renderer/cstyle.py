@@ -86,7 +86,15 @@ _INFIX = {
     Ops.SHR: ">>",
 }
 # the C math function of each float op, by the dtype it computes in
-_MATH = {Ops.EXP2: "exp2", Ops.EXP: "exp", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
+_MATH = {
+    Ops.EXP2: "exp2",
+    Ops.EXP: "exp",
+    Ops.TANH: "tanh",
+    Ops.LOG2: "log2",
+    Ops.SIN: "sin",
+    Ops.SQRT: "sqrt",
+    Ops.TRUNC: "trunc",
+}
 
 
 # a vector of bools is a mask: an int32 lane each, -1 for true and 0 for false (what GCC's vector comparisons

@@ -130,7 +130,15 @@ _FLOAT_BINARY = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "f
 _INT_BINARY = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}
 _INT_BINARY[Ops.SHL] = "shl"
 _FLOAT_CMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}  # NaN != anything; NaN < x is false
-_INTRINSIC = {Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.EXP2: "exp2", Ops.EXP: "exp", Ops.LOG2: "log2", Ops.SIN: "sin"}
+_INTRINSIC = {
+    Ops.SQRT: "sqrt",
+    Ops.TRUNC: "trunc",
+    Ops.EXP2: "exp2",
+    Ops.EXP: "exp",
+    Ops.TANH: "tanh",
+    Ops.LOG2: "log2",
+    Ops.SIN: "sin",
+}
 
 
 def _suffix(dt: DType) -> str:

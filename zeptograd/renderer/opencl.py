@@ -46,7 +46,15 @@ CL_LANES: dict[DType, int] = {dtypes.float32: 4, dtypes.int32: 4, dtypes.uint32:
 _VECTOR_OPS = frozenset(
     {Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.CONST, Ops.REDUCE, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.MAX}
 )
-_MATH = {Ops.EXP2: "exp2", Ops.EXP: "exp", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
+_MATH = {
+    Ops.EXP2: "exp2",
+    Ops.EXP: "exp",
+    Ops.TANH: "tanh",
+    Ops.LOG2: "log2",
+    Ops.SIN: "sin",
+    Ops.SQRT: "sqrt",
+    Ops.TRUNC: "trunc",
+}
 
 FLOOR_HELPERS = """inline long floordiv(long a, long b) {
   long q = a / b;

@@ -39,7 +39,15 @@ WGSL_TYPES: dict[DType, str] = {
     dtypes.float32: "f32",
 }
 MAX_GROUPS = 65535  # work-groups per dispatch axis: WebGPU's maxComputeWorkgroupsPerDimension default
-_MATH = {Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.EXP2: "exp2", Ops.EXP: "exp", Ops.LOG2: "log2", Ops.SIN: "sin"}
+_MATH = {
+    Ops.SQRT: "sqrt",
+    Ops.TRUNC: "trunc",
+    Ops.EXP2: "exp2",
+    Ops.EXP: "exp",
+    Ops.TANH: "tanh",
+    Ops.LOG2: "log2",
+    Ops.SIN: "sin",
+}
 _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}
 _INFIX |= {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 

@@ -75,6 +75,7 @@ class Ops(Enum):
     # unary ALU
     EXP2 = auto()
     EXP = auto()  # e**x: one op, so that exp's exact range reduction is the compiler's (transcendental.py)
+    TANH = auto()  # one op for the same reason: its float32 polynomial and exp are the compiler's
     LOG2 = auto()
     SIN = auto()
     SQRT = auto()
@@ -113,7 +114,7 @@ class Ops(Enum):
 class GroupOp:
     """Sets of ops that rules and checks talk about together."""
 
-    Unary = frozenset({Ops.EXP2, Ops.EXP, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC})
+    Unary = frozenset({Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC})
     Binary = frozenset(
         {Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.FDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
         | {Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
@@ -124,7 +125,7 @@ class GroupOp:
     Associative = frozenset({Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX})
     Idempotent = frozenset({Ops.AND, Ops.OR, Ops.MAX})  # x op x -> x
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
-    FloatOnly = frozenset({Ops.EXP2, Ops.EXP, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV})
+    FloatOnly = frozenset({Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV})
     IntOnly = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
     Bitwise = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
     Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
