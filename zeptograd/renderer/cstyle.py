@@ -85,8 +85,9 @@ _INFIX = {
     Ops.SHL: "<<",
     Ops.SHR: ">>",
 }
-# the C math function of each float op, by the dtype it computes in
-_MATH = {
+# the math function of each float op that a target may keep (the C, CUDA and OpenCL name; WGSL and LLVM's
+# intrinsics use the same): every target gets the IR's polynomials instead today (codegen/transcendental.py)
+MATH_FUNCTIONS = {
     Ops.EXP2: "exp2",
     Ops.EXP: "exp",
     Ops.TANH: "tanh",
@@ -95,6 +96,7 @@ _MATH = {
     Ops.SQRT: "sqrt",
     Ops.TRUNC: "trunc",
 }
+_MATH = MATH_FUNCTIONS
 
 
 # a vector of bools is a mask: an int32 lane each, -1 for true and 0 for false (what GCC's vector comparisons

@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes
-from zeptograd.renderer.cstyle import CRenderer, render_const
+from zeptograd.renderer.cstyle import MATH_FUNCTIONS, CRenderer, render_const
 from zeptograd.uop.ops import Ops, UOp
 
 CUDA_TYPES: dict[DType, str] = {
@@ -96,15 +96,7 @@ def launch_order(uops: Sequence[UOp]) -> tuple[int, ...]:
     raise ValueError(f"a launch of {groups} blocks of {local} threads fits no order of CUDA's axes")
 
 
-_MATH = {
-    Ops.EXP2: "exp2",
-    Ops.EXP: "exp",
-    Ops.TANH: "tanh",
-    Ops.LOG2: "log2",
-    Ops.SIN: "sin",
-    Ops.SQRT: "sqrt",
-    Ops.TRUNC: "trunc",
-}
+_MATH = MATH_FUNCTIONS
 # the intrinsics that reinterpret bits, by (from, to); other pairs go through zg_bitcast's union
 _BITCASTS = {
     (dtypes.int32, dtypes.float32): "__int_as_float",

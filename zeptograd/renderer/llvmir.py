@@ -24,7 +24,10 @@ import struct
 from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes, truncate
-from zeptograd.renderer.cstyle import VECTOR_LANES  # the C device's widths: both devices run the same programs
+from zeptograd.renderer.cstyle import (
+    MATH_FUNCTIONS,
+    VECTOR_LANES,
+)  # VECTOR_LANES: the C device's widths, the same programs
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 LLVM_TYPES: dict[DType, str] = {
@@ -130,15 +133,7 @@ _FLOAT_BINARY = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "f
 _INT_BINARY = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}
 _INT_BINARY[Ops.SHL] = "shl"
 _FLOAT_CMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}  # NaN != anything; NaN < x is false
-_INTRINSIC = {
-    Ops.SQRT: "sqrt",
-    Ops.TRUNC: "trunc",
-    Ops.EXP2: "exp2",
-    Ops.EXP: "exp",
-    Ops.TANH: "tanh",
-    Ops.LOG2: "log2",
-    Ops.SIN: "sin",
-}
+_INTRINSIC = MATH_FUNCTIONS
 
 
 def _suffix(dt: DType) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes
-from zeptograd.renderer.cstyle import C_TYPES, CRenderer, render_const
+from zeptograd.renderer.cstyle import C_TYPES, MATH_FUNCTIONS, CRenderer, render_const
 from zeptograd.uop.ops import Ops, UOp
 
 CL_TYPES: dict[DType, str] = {
@@ -46,15 +46,7 @@ CL_LANES: dict[DType, int] = {dtypes.float32: 4, dtypes.int32: 4, dtypes.uint32:
 _VECTOR_OPS = frozenset(
     {Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.CONST, Ops.REDUCE, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.MAX}
 )
-_MATH = {
-    Ops.EXP2: "exp2",
-    Ops.EXP: "exp",
-    Ops.TANH: "tanh",
-    Ops.LOG2: "log2",
-    Ops.SIN: "sin",
-    Ops.SQRT: "sqrt",
-    Ops.TRUNC: "trunc",
-}
+_MATH = MATH_FUNCTIONS
 
 FLOOR_HELPERS = """inline long floordiv(long a, long b) {
   long q = a / b;

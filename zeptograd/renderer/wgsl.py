@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes
-from zeptograd.renderer.cstyle import CRenderer
+from zeptograd.renderer.cstyle import MATH_FUNCTIONS, CRenderer
 from zeptograd.uop.ops import Ops, UOp
 
 WGSL_TYPES: dict[DType, str] = {
@@ -39,15 +39,7 @@ WGSL_TYPES: dict[DType, str] = {
     dtypes.float32: "f32",
 }
 MAX_GROUPS = 65535  # work-groups per dispatch axis: WebGPU's maxComputeWorkgroupsPerDimension default
-_MATH = {
-    Ops.SQRT: "sqrt",
-    Ops.TRUNC: "trunc",
-    Ops.EXP2: "exp2",
-    Ops.EXP: "exp",
-    Ops.TANH: "tanh",
-    Ops.LOG2: "log2",
-    Ops.SIN: "sin",
-}
+_MATH = MATH_FUNCTIONS
 _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}
 _INFIX |= {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 
