@@ -1,7 +1,8 @@
 """Devectorize: the vectors `expand` made, narrowed to what the target renders.
 
-A renderer says how many lanes it can give an op (`max_lanes(op, dtype)`: for the C renderer, 8 float32 or
-int32 lanes, 4 float64 or int64 lanes, the AVX2 width of this machine; 1 for ops it only has as scalar code).
+A renderer says how many lanes it can give an op (`max_lanes(op, dtype)`: for the C renderer, one vector
+register's worth: 16 float32 or int32 lanes and 8 float64 or int64 with AVX-512, 8 and 4 with AVX2; 1 for ops it
+only has as scalar code).
 Each vector node becomes a list of chunks of at most that many lanes (a power of two that divides the width):
 
 - a LOAD or STORE through addresses `i, i+1, ..., i+w-1` with no gate, or one gate for all of them, is one

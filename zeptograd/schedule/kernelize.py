@@ -160,29 +160,52 @@ def _compute_cost(u: UOp, realized: dict[UOp, None], enough: int) -> int:
 # costs more than BROADCAST_MIN_COST ops: the matmul's kernel would recompute it for every tile of the other axis
 BROADCAST_MIN = 16
 BROADCAST_MIN_COST = 3
+BROADCAST_MIN_WORK = 1 << 16  # a smaller reduction recomputes less than one more kernel launch costs
 
 
 def _broadcast_into_reduce(u: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
-    """Does elementwise `u` reach a reduction, in the same kernel, broadcast (EXPAND) to at least BROADCAST_MIN
-    times its elements? (The relu mask of a gradient in the weight gradient `g.T @ x`: 98 recomputations.)"""
-    stack, seen = [(c, 1) for c in consumers[u]], set()
+    """Does elementwise `u` reach a reduction, in the same kernel, whose input has at least BROADCAST_MIN times
+    u's elements (u broadcast into it: the relu mask of a gradient in the weight gradient `g.T @ x`, recomputed
+    for each of x's 784 columns), while u itself is no bigger than what it reads (a one-hot `arange == idx` is a
+    broadcast of its index: storing it would write a table, not save work)?"""
+    size = max(1, math.prod(u.shape))
+    if size > _largest_read(u, realized):
+        return False
+    # u as a matmul operand: moved (and cast) into a product that a reduction sums, nothing else in between (an
+    # index compared with a counter, a gather's one-hot, is not one: its reduction folds away, codegen/closedform)
+    stack, seen = [(c, False) for c in consumers[u]], set()
     while stack:
-        node, factor = stack.pop()
-        if node in realized:
+        node, multiplied = stack.pop()
+        if node in realized or (node, multiplied) in seen:
             continue
+        seen.add((node, multiplied))
         if node.op is Ops.REDUCE_AXIS:
-            if factor >= BROADCAST_MIN:
+            work = math.prod(node.src[0].shape)
+            if multiplied and work >= BROADCAST_MIN * size and work >= BROADCAST_MIN_WORK:
                 return True
             continue
-        if node.op is Ops.EXPAND:
-            factor *= math.prod(node.arg) // max(1, math.prod(node.src[0].shape))
-        elif node.op not in _ELEMENTWISE and node.op not in (Ops.RESHAPE, Ops.PERMUTE):
+        if node.op is Ops.MUL and not multiplied:
+            multiplied = True
+        elif node.op not in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.CAST):
             continue
-        for c in consumers[node]:
-            if (c, factor) not in seen:
-                seen.add((c, factor))
-                stack.append((c, factor))
+        stack.extend((c, multiplied) for c in consumers[node])
     return False
+
+
+def _largest_read(u: UOp, realized: dict[UOp, None]) -> int:
+    """The most elements of one buffer (or realized value) that computing `u` in a kernel reads."""
+    largest = 0
+    stack, seen = [u], {u}
+    while stack:
+        node = stack.pop()
+        if node.op is Ops.BUFFER or (node in realized and node is not u):
+            largest = max(largest, math.prod(node.shape) if node.op is not Ops.BUFFER else node.arg[2])
+            continue
+        for s in _reads(node):
+            if s not in seen and s.op is not Ops.REDUCE_AXIS:
+                seen.add(s)
+                stack.append(s)
+    return largest
 
 
 def _worth_storing(u: UOp, readers: int, realized: dict[UOp, None]) -> bool:
