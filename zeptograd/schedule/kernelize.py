@@ -7,8 +7,8 @@ A node gets its own buffer (it is *realized*) when
   fusing it there would recompute the whole reduction for every element that reads it;
 - it is a REDUCE_AXIS read by more than one kernel: a reduction is never computed twice;
 - it is an elementwise value read by more than one kernel and expensive to compute (`_worth_storing`);
-- it is an elementwise value of a few ops that a reduction reads broadcast over many outputs (a matmul operand:
-  the relu-masked gradient in a weight gradient), which its kernel would recompute for every tile.
+- it is a matmul operand of a few ops (moved into a product that a large reduction sums), broadcast over many
+  outputs (the relu-masked gradient in a weight gradient), which its kernel would recompute for every tile.
 
 Everything else fuses into the kernel that reads it: elementwise chains into each other, elementwise
 producers into the reduction that consumes them and elementwise consumers into the reduction's output.
