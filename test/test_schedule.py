@@ -516,3 +516,20 @@ def test_a_gather_from_a_large_table_stays_one_kernel():
     tt, ti = Tensor(t).realize(), Tensor(idx).realize()
     assert kernels(tt[ti]) == 1
     close(tt[ti], t[idx])
+
+
+def test_masked_gradient_of_a_reduction_is_stored_by_that_reduction(monkeypatch):
+    # the MLP's case: the relu's input (x @ w1 + b) and the gradient below it (dh = g2 @ w2) are both matmuls; the
+    # mask is applied in dh's kernel, on its output, and the weight gradient only loads the masked values (it
+    # recomputed the mask for every tile, when the reductions the mask reads were not counted as its inputs)
+    from zeptograd.schedule import kernelize
+
+    monkeypatch.setattr(kernelize, "BROADCAST_MIN_WORK", 0)
+    (x, tx), (w1, tw1), (b, tb), (g2, tg2), (w2, tw2) = inputs("CPU", (8, 32), (32, 4), (4,), (8, 3), (3, 4))
+    pre = tx @ tw1 + tb
+    masked = (pre > 0).where(tg2 @ tw2, 0.0)
+    out = masked.T @ tx
+    items, _ = create_schedule([out.uop], ["CPU"])
+    assert not any(u.op is Ops.CMPLT for u in items[-1].ast.toposort())
+    want_pre = x.astype(np.float64) @ w1 + b
+    close(out, np.where(want_pre > 0, g2.astype(np.float64) @ w2, 0.0).T @ x, rtol=1e-4, atol=1e-4)

@@ -193,16 +193,20 @@ def _broadcast_into_reduce(u: UOp, consumers: dict[UOp, list[UOp]], realized: di
 
 
 def _largest_read(u: UOp, realized: dict[UOp, None]) -> int:
-    """The most elements of one buffer (or realized value) that computing `u` in a kernel reads."""
+    """The most elements of one buffer, realized value or reduction (a kernel's output either way) that computing
+    `u` in a kernel reads."""
     largest = 0
     stack, seen = [u], {u}
     while stack:
         node = stack.pop()
-        if node.op is Ops.BUFFER or (node in realized and node is not u):
-            largest = max(largest, math.prod(node.shape) if node.op is not Ops.BUFFER else node.arg[2])
+        if node.op is Ops.BUFFER:
+            largest = max(largest, node.arg[2])
+            continue
+        if node is not u and (node in realized or node.op is Ops.REDUCE_AXIS):
+            largest = max(largest, math.prod(node.shape))
             continue
         for s in _reads(node):
-            if s not in seen and s.op is not Ops.REDUCE_AXIS:
+            if s not in seen:
                 seen.add(s)
                 stack.append(s)
     return largest
