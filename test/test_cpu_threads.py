@@ -48,3 +48,28 @@ def test_many_kernels_in_a_row_give_the_single_thread_values():
         got = [(Tensor(x) * k + 1).exp().numpy() for k in range(20)]
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
+
+
+def test_jobs_from_two_python_threads_at_once_do_not_mix():
+    # ctypes lets go of the GIL during a kernel, so two Python threads can launch threaded kernels at the same
+    # time: the pool runs one job after the other, and each job's cores all run its own function
+    recorders = [_recorder(2) for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        fn, calls = recorders[k]
+        try:
+            for _ in range(200):
+                calls.clear()
+                cpu_threads.run(fn, [k + 1, 4096], 2)
+                assert sorted(core for core, _, _ in calls) == [0, 1]
+                assert all(args == (k + 1, 4096) for _, args, _ in calls)
+        except BaseException as e:  # reported below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)

@@ -50,6 +50,7 @@ static int32_t pending;       /* workers that have not finished the current job 
 static int32_t sleepers;      /* workers waiting on the condition variable */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t run_mu = PTHREAD_MUTEX_INITIALIZER;  /* one job at a time (kernels run from two threads) */
 
 static inline void relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -93,9 +94,13 @@ static void *worker(void *arg) {
 /* fn(args..., core) for core in [0, threads): 0 when done, -1 when it cannot (the caller runs it another way) */
 int32_t zg_run(fn_t fn, void **args, int32_t nargs, int32_t threads) {
   if (nargs < 1 || nargs > MAX_ARGS || threads < 1 || threads - 1 > MAX_WORKERS) return -1;
+  pthread_mutex_lock(&run_mu);
   while (n_workers < threads - 1) {
     start_generation[n_workers] = __atomic_load_n(&generation, __ATOMIC_SEQ_CST);
-    if (pthread_create(&workers[n_workers], 0, worker, (void *)(intptr_t)(n_workers + 1)) != 0) return -1;
+    if (pthread_create(&workers[n_workers], 0, worker, (void *)(intptr_t)(n_workers + 1)) != 0) {
+      pthread_mutex_unlock(&run_mu);
+      return -1;
+    }
     pthread_detach(workers[n_workers]);
     n_workers++;
   }
@@ -112,6 +117,7 @@ int32_t zg_run(fn_t fn, void **args, int32_t nargs, int32_t threads) {
   }
   call(fn, args, nargs, 0);
   while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0) relax();
+  pthread_mutex_unlock(&run_mu);
   return 0;
 }
 
@@ -122,6 +128,7 @@ void zg_after_fork(void) {
   pending = 0;
   pthread_mutex_init(&mu, 0);
   pthread_cond_init(&cv, 0);
+  pthread_mutex_init(&run_mu, 0);
 }
 """
 
