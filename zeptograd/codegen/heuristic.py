@@ -242,11 +242,11 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         # float32; AVX-512, 32 registers: 8 x 32), or 4 x 2 x 1 vector when a third output axis (a convolution's
         # rows) is free for the second factor, else 8 x 1 vector. m first: the lanes of the axis upcast last
         # vary fastest, and n is the one contiguous in memory
-        lanes, rows = _register_tile(ast, renderer)
-        an = _divisor(sizes[n], (2 * lanes, lanes))
-        third = _second_row_axis(outs, reads, rm, rn) if an == lanes else None
+        vector, rows = _register_tile(ast, renderer)
+        an = _divisor(sizes[n], (2 * vector, vector))
+        third = _second_row_axis(outs, reads, rm, rn) if an == vector else None
         if (
-            am := _divisor(sizes[m], (rows if an == 2 * lanes or third is not None else 2 * rows, 8, 4, 2))
+            am := _divisor(sizes[m], (rows if an == 2 * vector or third is not None else 2 * rows, 8, 4, 2))
         ) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:

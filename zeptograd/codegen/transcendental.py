@@ -209,6 +209,14 @@ LN2_LO = float(_ln2(200) - Fraction(LN2_HI))
 _EXP_RANGE = {dtypes.float32: (-110.0, 100.0), dtypes.float64: (-760.0, 720.0)}
 
 
+def _exp_reduced(x: UOp, n: UOp) -> UOp:
+    """e**(x - n*ln2) for an integer n nearest x/ln2: r = x - n*ln2 exactly (Cody-Waite: n*LN2_HI is exact), then
+    2**(r/ln2) by the exp2 polynomial (|r/ln2| <= 1/2; the product's rounding costs under half an ulp)."""
+    r = _sub(_sub(x, n * LN2_HI), n * LN2_LO)
+    f = r * float(_INV_LN2)
+    return f * _poly(f, _EXP2[x.dtype.scalar()]) + 1.0
+
+
 def xexp(x: UOp) -> UOp:
     """e**x for a float32 or float64 x: x = n*ln2 + r with n = round(x/ln2) and r exact (Cody-Waite: n*LN2_HI is
     exact), then 2**(r/ln2) by the exp2 polynomial (|r/ln2| <= 1/2; the product's rounding costs under half an
@@ -217,9 +225,7 @@ def xexp(x: UOp) -> UOp:
     lo, hi = _EXP_RANGE[fmt.dt]
     xc = (x < lo).where(x.const_like(lo), (x.const_like(hi) < x).where(x.const_like(hi), x))  # NaN stays NaN
     n = _floor(xc * float(_INV_LN2) + 0.5)
-    r = _sub(_sub(xc, n * LN2_HI), n * LN2_LO)
-    f = r * float(_INV_LN2)
-    p = f * _poly(f, _EXP2[fmt.dt]) + 1.0
+    p = _exp_reduced(xc, n)
     ni = (x != x).where(x.const_like(0.0), n).cast(_int_like(x, fmt))  # a NaN cast to int is undefined in C
     n1 = ni >> 1
     return p * _pow2(n1, fmt, x.dtype) * _pow2(_sub(ni, n1), fmt, x.dtype)
@@ -233,10 +239,7 @@ def exp_small_f32(y: UOp) -> UOp:
     round(y/ln2) by the round-to-nearest of an addition (n sits in the low mantissa bits of the sum, so 2**n is
     two integer ops away). About 20 ops a lane instead of 45; within 2 ulp."""
     t = y * float(_INV_LN2) + _ROUND_F32
-    n = _sub(t, _ROUND_F32)
-    r = _sub(_sub(y, n * LN2_HI), n * LN2_LO)
-    f = r * float(_INV_LN2)
-    p = f * _poly(f, _EXP2[dtypes.float32]) + 1.0
+    p = _exp_reduced(y, _sub(t, _ROUND_F32))
     it = dtypes.int32.vec(y.dtype.count)
     n_int = _sub(t.bitcast(it), t.const_like(_ROUND_F32).bitcast(it))
     return p * ((n_int + 127) << 23).bitcast(y.dtype)
@@ -264,7 +267,7 @@ def xtanh(x: UOp) -> UOp:
     for c in reversed(_TANH_POLY[:-1]):
         acc = acc * z + c
     small = a + a * z * acc
-    big = 1.0 - 2.0 * (exp_small_f32((-((-a).maximum(-10.0))) * 2.0) + 1.0).alu(Ops.RECIPROCAL)  # tanh(10) is 1.0
+    big = 1.0 - 2.0 * (exp_small_f32(a.minimum(10.0) * 2.0) + 1.0).alu(Ops.RECIPROCAL)  # tanh(10) is 1.0
     t = (a < TANH_SMALL).where(small, big)
     bits = x.dtype.scalar().itemsize * 8
     it = {32: dtypes.int32, 16: dtypes.int16}[bits].vec(x.dtype.count)

@@ -96,7 +96,6 @@ MATH_FUNCTIONS = {
     Ops.SQRT: "sqrt",
     Ops.TRUNC: "trunc",
 }
-_MATH = MATH_FUNCTIONS
 
 
 # a vector of bools is a mask: an int32 lane each, -1 for true and 0 for false (what GCC's vector comparisons
@@ -188,7 +187,7 @@ def render_const(value: object, dt: DType) -> str:
 
 
 def _float_math(op: Ops, dt: DType, x: str) -> str:
-    fn = "__builtin_" + _MATH[op]
+    fn = "__builtin_" + MATH_FUNCTIONS[op]
     if dt is dtypes.float64:
         return f"{fn}({x})"
     if dt is dtypes.float32:
@@ -437,7 +436,7 @@ class CRenderer:
             return f"(({src[0]} * {src[1]}) + {src[2]})", False
         if op is Ops.RECIPROCAL:
             return f"({self.const(1.0, dt)} / {src[0]})", False
-        if op in _MATH:
+        if op in MATH_FUNCTIONS:
             return _float_math(op, dt, src[0]), False
         raise NotImplementedError(f"the C renderer cannot render {op.name}")
 

@@ -96,7 +96,6 @@ def launch_order(uops: Sequence[UOp]) -> tuple[int, ...]:
     raise ValueError(f"a launch of {groups} blocks of {local} threads fits no order of CUDA's axes")
 
 
-_MATH = MATH_FUNCTIONS
 # the intrinsics that reinterpret bits, by (from, to); other pairs go through zg_bitcast's union
 _BITCASTS = {
     (dtypes.int32, dtypes.float32): "__int_as_float",
@@ -191,8 +190,8 @@ class CUDARenderer(CRenderer):
         op, dt = u.op, u.dtype
         if op is Ops.MULACC and dt in (dtypes.float32, dtypes.float64):
             return f"{'fmaf' if dt is dtypes.float32 else 'fma'}({', '.join(src)})", False
-        if op in _MATH:
-            fn = _MATH[op]
+        if op in MATH_FUNCTIONS:
+            fn = MATH_FUNCTIONS[op]
             if dt is dtypes.float64:
                 return f"{fn}({src[0]})", False
             if dt is dtypes.float32:

@@ -24,10 +24,7 @@ import struct
 from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes, truncate
-from zeptograd.renderer.cstyle import (
-    MATH_FUNCTIONS,
-    VECTOR_LANES,
-)  # VECTOR_LANES: the C device's widths, the same programs
+from zeptograd.renderer.cstyle import MATH_FUNCTIONS, VECTOR_LANES  # the C device's widths: the same programs
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 LLVM_TYPES: dict[DType, str] = {
@@ -133,7 +130,6 @@ _FLOAT_BINARY = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "f
 _INT_BINARY = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}
 _INT_BINARY[Ops.SHL] = "shl"
 _FLOAT_CMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}  # NaN != anything; NaN < x is false
-_INTRINSIC = MATH_FUNCTIONS
 
 
 def _suffix(dt: DType) -> str:
@@ -450,9 +446,9 @@ class _Function:
         elif op is Ops.MULACC:
             prod = self.tmp(f"mul {ty} {a[0]}, {a[1]}")
             self.bind(u, f"add {ty} {prod}, {a[2]}")
-        elif op in _INTRINSIC and is_float:
+        elif op in MATH_FUNCTIONS and is_float:
             # SQRT and TRUNC are instructions; EXP2/LOG2/SIN only reach here if a target kept them (none does)
-            fn = f"@llvm.{_INTRINSIC[op]}.{_suffix(dt)}"
+            fn = f"@llvm.{MATH_FUNCTIONS[op]}.{_suffix(dt)}"
             self.declares.add(f"declare {ty} {fn}({ty})")
             self.bind(u, f"call {ty} {fn}({ty} {a[0]})")
         elif op is Ops.TRUNC:

@@ -46,7 +46,6 @@ CL_LANES: dict[DType, int] = {dtypes.float32: 4, dtypes.int32: 4, dtypes.uint32:
 _VECTOR_OPS = frozenset(
     {Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.CONST, Ops.REDUCE, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.MAX}
 )
-_MATH = MATH_FUNCTIONS
 
 FLOOR_HELPERS = """inline long floordiv(long a, long b) {
   long q = a / b;
@@ -189,8 +188,8 @@ class OpenCLRenderer(CRenderer):
         op, dt = u.op, u.dtype
         if op is Ops.MULACC and dtypes.is_float(dt) and dt.scalar() is not dtypes.float16:
             return f"fma({', '.join(src)})", False
-        if op in _MATH and dtypes.is_float(dt):
-            return f"{_MATH[op]}({src[0]})", False
+        if op in MATH_FUNCTIONS and dtypes.is_float(dt):
+            return f"{MATH_FUNCTIONS[op]}({src[0]})", False
         if op is Ops.MAX and dt.count == 1:
             a, b = src
             if dtypes.is_float(dt):

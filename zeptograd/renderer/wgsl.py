@@ -39,7 +39,6 @@ WGSL_TYPES: dict[DType, str] = {
     dtypes.float32: "f32",
 }
 MAX_GROUPS = 65535  # work-groups per dispatch axis: WebGPU's maxComputeWorkgroupsPerDimension default
-_MATH = MATH_FUNCTIONS
 _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}
 _INFIX |= {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 
@@ -293,8 +292,8 @@ class WGSLRenderer(CRenderer):
             return f"fma({', '.join(src)})", False
         if op is Ops.MULACC:
             return f"(({src[0]} * {src[1]}) + {src[2]})", False
-        if op in _MATH:
-            return f"{_MATH[op]}({src[0]})", False
+        if op in MATH_FUNCTIONS:
+            return f"{MATH_FUNCTIONS[op]}({src[0]})", False
         raise NotImplementedError(f"the WGSL renderer cannot render {op.name}")
 
 

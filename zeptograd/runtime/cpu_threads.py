@@ -19,8 +19,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import subprocess
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -167,26 +165,15 @@ class _Pool:
 
 
 def _build() -> Any:
-    from zeptograd.runtime.ops_cpu import cache_dir
+    from zeptograd.runtime.ops_cpu import build_library, cache_dir  # ops_cpu runs its kernels with this module
 
     cc = os.environ.get("CC", "cc")
     flags = ("-O2", "-shared", "-fPIC", "-pthread")
     src = source()
     key = hashlib.sha256("\0".join([src, cc, *flags]).encode()).hexdigest()[:32]
-    directory = cache_dir()
-    path = directory / f"threads_{key}.so"
-    if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
-        os.close(fd)
-        try:
-            proc = subprocess.run([cc, *flags, "-x", "c", "-", "-o", tmp], input=src.encode(), capture_output=True)
-            if proc.returncode != 0:
-                return None
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    path = cache_dir() / f"threads_{key}.so"
+    if not path.exists() and build_library([cc, *flags, "-x", "c", "-", "-o", "<library>"], src, path) is not None:
+        return None
     lib = ctypes.CDLL(str(path))
     lib.zg_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32]
     lib.zg_run.restype = ctypes.c_int32

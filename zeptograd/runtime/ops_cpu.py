@@ -109,26 +109,36 @@ class CCompiler:
             ]
         name = keys[0] if len(keys) == 1 else "batch_" + hashlib.sha256("".join(keys).encode()).hexdigest()[:32]
         path = directory / f"kernel_{name}.so"
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
-        os.close(fd)
-        try:
-            cmd = [self.cc, *self.flags, "-x", "c", "-", "-o", tmp, *LIBS]
-            proc = subprocess.run(cmd, input="".join(parts).encode(), capture_output=True)
-            if proc.returncode != 0:
-                if len(kernels) > 1:  # find the kernel that fails, for an error that shows its source alone
-                    for kernel in kernels:
-                        self._compile([kernel])
-                raise CompileError(f"{' '.join(cmd)} failed:\n{proc.stderr.decode()}\n--- source ---\n{''.join(parts)}")
-            os.replace(tmp, path)  # atomic: a concurrent process sees no file or a whole one
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        cmd = [self.cc, *self.flags, "-x", "c", "-", "-o", "<library>", *LIBS]
+        error = build_library(cmd, "".join(parts), path)
+        if error is not None:
+            if len(kernels) > 1:  # find the kernel that fails, for an error that shows its source alone
+                for kernel in kernels:
+                    self._compile([kernel])
+            raise CompileError(f"{' '.join(cmd)} failed:\n{error}\n--- source ---\n{''.join(parts)}")
         if len(keys) > 1:
             for key in keys:
                 _link(directory / f"kernel_{key}.so", path.name)
         lib = ctypes.CDLL(str(path))
         for key in keys:
             self._loaded[key] = lib
+
+
+def build_library(cmd: list[str], src: str, path: Path) -> str | None:
+    """Run compiler command `cmd` (its output file written `<library>`) on C source `src` and put the library at
+    `path`, atomically (a concurrent process sees no file or a whole one); the compiler's errors on failure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run([tmp if a == "<library>" else a for a in cmd], input=src.encode(), capture_output=True)
+        if proc.returncode != 0:
+            return proc.stderr.decode()
+        os.replace(tmp, path)
+        return None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _symbol(lib: ctypes.CDLL, renamed: str, name: str) -> Any:
