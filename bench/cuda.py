@@ -8,6 +8,8 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
                 memory bandwidth (`--peak-gbs`, 4800 for an H200; 3350 for an H100 SXM).
 2. matmul       4096 x 4096 x 4096 in fp32 and in fp16 (fp16 inputs and output), GFLOP/s, next to torch's
                 `a @ b` on the same GPU (cuBLAS; fp32 without TF32, torch's default) and the ratio.
+   With --sweep: the fp16 matmul again under other tensor-core plans (TC tiles and warps a block), and on the
+   PTX device.
 3. first call   a kernel never seen before (a fresh constant): the whole first call (schedule, codegen, NVRTC,
                 module load, launch, copy back) and NVRTC's compile alone.
 
@@ -31,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from zeptograd import Device, Tensor, dtypes
+from zeptograd.codegen import get_program
+from zeptograd.codegen.opt import Opt, OptOps
 from zeptograd.engine.realize import compiled
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cuda import compile_cuda
@@ -73,10 +77,54 @@ def kernels_of(out: Tensor) -> tuple[Callable[[], None], list[Any], Any]:
     return launch, [p for p, _, _ in steps], steps[-1][2][0]
 
 
+def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator) -> None:
+    """The fp16 matmul under several tensor-core plans on CUDA, and the heuristic's on PTX."""
+    x_np = rng.standard_normal((size, size)).astype(np.float16)
+    y_np = rng.standard_normal((size, size)).astype(np.float16)
+    want = x_np[:64].astype(np.float32) @ y_np.astype(np.float32)
+    tc, up, lo = OptOps.TC, OptOps.UPCAST, OptOps.LOCAL
+    plans: list[tuple[str, list[Opt] | None]] = [("heuristic", None)]
+    for um, un, wm, wn in (
+        (1, 1, 1, 1),
+        (2, 2, 2, 2),
+        (2, 4, 2, 2),
+        (4, 4, 2, 2),
+        (4, 2, 2, 2),
+        (2, 4, 4, 2),
+        (4, 4, 1, 1),
+        (2, 8, 2, 2),
+    ):
+        plans.append(
+            (
+                f"tile {um}x{un} warps {wm}x{wn}",
+                [Opt(tc, 0, 0), Opt(up, 0, um), Opt(lo, 0, wm), Opt(up, 1, un), Opt(lo, 1, wn)],
+            )
+        )
+    for device in ("CUDA", "PTX"):
+        dev = Device[device]
+        x, y = Tensor(x_np, device=device).realize(), Tensor(y_np, device=device).realize()
+        (item,), _ = create_schedule([(x @ y).uop], [device])
+        bufs = [buffer_for(b).allocate() for b in item.bufs]
+        for name, opts in plans if device == "CUDA" else plans[:1]:
+            try:
+                program = get_program(item.ast, dev.renderer, [o for o in opts if o.amount != 1] if opts else None)
+            except Exception as e:
+                print(f"  {device} {name}: {type(e).__name__}: {e}")
+                continue
+            run = dev.runner(program)
+            s = batch_time(functools.partial(run, bufs), sync, 0.3)
+            got = bufs[0].numpy().reshape(size, size)[:64].astype(np.float32)
+            err = float(np.abs(got - want).max() / np.abs(want).max())
+            print(
+                f"  {device} fp16 matmul {size}^3 {name:<22} {2 * size**3 / s * 1e-12:7.1f} TFLOP/s  rel err {err:.1e}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--peak-gbs", type=float, default=4800.0, help="the GPU's memory bandwidth (H200: 4800)")
+    parser.add_argument("--sweep", action="store_true", help="the fp16 matmul under other tensor-core plans")
     args = parser.parse_args()
     dev = Device["CUDA"]
     sync = dev.synchronize
@@ -124,6 +172,9 @@ def main() -> None:
             ref += f", max rel err {err:.1e}"
         rows.append((f"{name} matmul", f"{size}^3", f"{ours:.0f} GFLOP/s", ref))
         print(f"  {name} matmul plan: {[p.opts for p in programs]}")
+
+    if args.sweep:
+        sweep(size, sync, rng)
 
     # 3. first call of a new kernel
     k = float(rng.uniform(1, 2))

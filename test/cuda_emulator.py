@@ -131,6 +131,9 @@ class EmulatedCUDA:
 
     def __init__(self) -> None:
         self.renderer = CUDARenderer()
+        # a WMMA is one warp's collective, and the emulator runs a block's threads one after another: no TC here
+        # (test_wmma.py checks the tensor-core kernels on the PYTHON device's interpreter instead)
+        self.renderer.tensor_cores = ()
         self.allocator = HostAllocator()
         self.dir = Path(tempfile.mkdtemp(prefix="zeptograd-cuda-emulator-"))
         self.launches = 0

@@ -105,7 +105,7 @@ def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
             opts = beam_search(ast, renderer, BEAM.value)
         else:
             opts = hand_coded_opts(ast, renderer)
-    return apply_opts(ast, list(opts), max_local(renderer))
+    return apply_opts(ast, list(opts), max_local(renderer), getattr(renderer, "tensor_cores", ()))
 
 
 def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = None) -> list[UOp]:

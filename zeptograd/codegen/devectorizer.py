@@ -76,6 +76,13 @@ class _Devectorizer:
         if u.op is Ops.LOAD and width > 1 and u.src[0].op is Ops.INDEX:
             self.chunks[u] = self.load(u)
             return
+        if u.op is Ops.WMMA:
+            # a warp's fragments stay whole vectors, whatever else the target has
+            self.chunks[u] = [u.replace(src=tuple(self.get(s, 0, s.dtype.count) for s in u.src))]
+            return
+        if u.op is Ops.REDUCE and u.src[0].op is Ops.WMMA:
+            self.chunks[u] = [u.replace(src=(self.get(u.src[0], 0, width), *u.src[1:]))]
+            return
         if u.op is Ops.INDEX and any(s.dtype.count > 1 for s in u.src[1:]):
             self.chunks[u] = [u]  # a vector of addresses: its LOAD or STORE reads the lanes itself
             return

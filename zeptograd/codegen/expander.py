@@ -10,7 +10,8 @@ axis order, so the last upcast axis varies fastest):
   an operand with fewer lanes is broadcast to the op's lanes (GEP, or VECTORIZE of a scalar);
 - a STORE writes each lane to its address;
 - a REDUCE over unrolled lanes keeps a vector of partial results (one accumulator lane each) and combines
-  the lanes after the loop.
+  the lanes after the loop;
+- a WMMA (the TC opt) is a vector over its lane index, the C elements one work-item of the warp holds.
 
 Whether a vector of addresses is one contiguous vector access, and how wide the vectors of the target are,
 is decided later, in `devectorize`.
@@ -45,6 +46,7 @@ class _Expander:
         self.axes: dict[UOp, tuple[UOp, ...]] = {}
         self.symbolic: set[UOp] = set()  # index arithmetic and gates: kept scalar, substituted per lane
         self.lane_cache: dict[tuple[UOp, tuple[UOp, ...]], UOp] = {}
+        self.wmmas: dict[UOp, tuple[tuple[UOp, ...], list[UOp]]] = {}
 
     def per_lane(self, u: UOp, axes: tuple[UOp, ...]) -> list[UOp]:
         """The scalar expression `u` once per lane of `axes`, lanes replaced by constants and simplified."""
@@ -100,6 +102,9 @@ class _Expander:
         if u.op is Ops.REDUCE:
             self.expand_reduce(u)
             return
+        if u.op is Ops.WMMA:
+            self.expand_wmma(u)
+            return
         if u.op is Ops.INDEX:
             ptr, *rest = u.src
             idx = tuple(self.lanes(s, axes) for s in rest)
@@ -121,8 +126,44 @@ class _Expander:
         width = len(_lane_coords(axes))
         src = tuple(self.lanes(s, axes) if s.op is not Ops.DEFINE_GLOBAL else self.new[s] for s in u.src)
         self.axes[u] = axes
-        dtype = u.dtype if u.op is Ops.LOAD and width == 1 else u.dtype.scalar().vec(width)
+        # a node without lanes keeps its dtype (a LOAD of a vector, a WMMA operand's VECTORIZE)
+        dtype = u.dtype if width == 1 else u.dtype.scalar().vec(width)
         self.new[u] = u.replace(src=src, dtype=dtype) if (_changed(src, u.src) or dtype is not u.dtype) else u
+
+    def expand_wmma(self, u: UOp) -> None:
+        """WMMA(a, b, c, element): a lane's D is a vector over its C elements, the lane index `element`. Where the
+        operands vary along other lanes too (an UPCAST after TC: several output blocks a warp), there is one WMMA
+        for each combination of those lanes (`self.wmmas`), and the value is their D elements in lane order."""
+        a, b, c, element = u.src
+        other = tuple(x for x in _sorted_axes(*(self.axes[s] for s in (*a.src, *b.src, c))) if x is not element)
+        parts = []
+        for j in range(len(_lane_coords(other))):
+
+            def fragment(v: UOp, j: int = j) -> UOp:
+                lanes = [self.lanes(s, other) for s in v.src]
+                picked = tuple(x if x.dtype.count == 1 else x.gep(j) for x in lanes)
+                return UOp(Ops.VECTORIZE, v.dtype, picked)
+
+            c_lanes = self.lanes(c, other)
+            acc = self.broadcast(c_lanes if c_lanes.dtype.count == 1 else c_lanes.gep(j), element.src[0].arg)
+            parts.append(UOp(Ops.WMMA, u.dtype.vec(element.src[0].arg), (fragment(a), fragment(b), acc), u.arg))
+        self.wmmas[u] = (other, parts)
+        self.axes[u] = _sorted_axes(other, (element,))
+        self.new[u] = self.gather(parts, other, element, self.axes[u])
+
+    @staticmethod
+    def gather(parts: list[UOp], other: tuple[UOp, ...], element: UOp, axes: tuple[UOp, ...]) -> UOp:
+        """The lanes of `axes` from one vector per combination of the `other` lanes, each over `element`."""
+        if len(parts) == 1:
+            return parts[0]
+        lanes = []
+        for coord in _lane_coords(axes):
+            at = dict(zip(axes, coord))
+            j = 0
+            for x in other:
+                j = j * x.src[0].arg + at[x]
+            lanes.append(parts[j].gep(at[element]))
+        return UOp(Ops.VECTORIZE, parts[0].dtype.scalar().vec(len(lanes)), tuple(lanes))
 
     def expand_reduce(self, r: UOp) -> None:
         value = r.src[0]
@@ -131,6 +172,12 @@ class _Expander:
         axes = _sorted_axes(self.axes[value], reduced)
         kept = tuple(a for a in axes if a not in set(reduced))
         self.axes[r] = kept
+        if value in self.wmmas and not reduced:
+            # one accumulator per WMMA: the tensor core adds into it (lowering's acc + WMMA(a, b, 0) rule)
+            other, parts = self.wmmas[value]
+            partials = [UOp(Ops.REDUCE, p.dtype, (p, *loops), r.arg) if loops else p for p in parts]
+            self.new[r] = self.gather(partials, other, value.src[3], axes)
+            return
         vec = self.lanes(value, axes)
         partial = UOp(Ops.REDUCE, vec.dtype, (vec, *loops), r.arg) if loops else vec
         if not reduced:

@@ -33,6 +33,12 @@ The rules, in order (each applied only where its amount divides the axis):
 
 On a GPU-style device (`renderer.has_local`: CL) there are no threads; instead:
 
+- a matmul-shaped kernel that the device's tensor cores compute (fp16 operands summed in float32 on CUDA and PTX;
+  its sizes multiples of the tensor core's) gets TC, then a tile of `TC_TILE` output blocks a warp (the loaded
+  fragments shared by its WMMAs) and `TC_WARPS` warps a block;
+- a matmul-shaped kernel keeps the CPU's register tile (below), not a grouped reduction: each thread's loaded
+  values serve several outputs;
+
 - a reduction with few outputs (under `GROUP_MAX_OUTPUTS`) over at least `GROUP_MIN_REDUCE` elements is shared
   by the work-items of a group first (GROUPTOP: each reduces a contiguous run, so the reads of one work-item
   walk memory in order, as a CPU core's do), then the CPU rules above run on what is left;
@@ -58,6 +64,8 @@ GROUP_MIN_REDUCE = 4096  # a shorter reduction costs less than the barrier and t
 GROUP_SIZE = 16
 GPU_GROUP_MIN_REDUCE = 256  # on a GPU, a shorter row is summed by one thread in less time than a barrier
 LOCAL_SIZE = 64
+TC_TILE = (2, 8)  # WMMA blocks a warp along m and n: 2 A and 8 B fragments loaded for 16 WMMAs
+TC_WARPS = (2, 2)  # warps a block along m and n
 # below this a kernel runs in less time than waking the other cores (runtime/cpu_threads.py) costs
 THREAD_MIN_WORK = 1 << 17
 SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
@@ -108,9 +116,9 @@ def _store_index(ast: UOp) -> UOp | None:
     return stores[0].src[0].src[1] if len(stores) == 1 else None
 
 
-def _try(ast: UOp, opts: list[Opt], opt: Opt, max_local: int = 0) -> UOp:
+def _try(ast: UOp, opts: list[Opt], opt: Opt, max_local: int = 0, tensor_cores: tuple = ()) -> UOp:
     try:
-        new = apply_opt(ast, opt, max_local)
+        new = apply_opt(ast, opt, max_local, tensor_cores)
     except OptError:
         return ast
     opts.append(opt)
@@ -293,7 +301,12 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
     # a renderer without vector types (CUDA's today) runs on a GPU: neighbouring threads must read neighbouring
     # addresses (coalescing), and lanes a thread only multiply its code (an UNROLL 32 of exp: a 98 KB kernel)
     scalar_only = renderer.max_lanes(Ops.LOAD, dtypes.float32) == 1
-    contiguous = bool(reds) and any(_stride(x.address, reds[-1]) == 1 for x in _reads(ast))
+    reads = _reads(ast)
+    contiguous = bool(reds) and any(_stride(x.address, reds[-1]) == 1 for x in reads)
+    out_index = _store_index(ast)
+    matmul = bool(reds) and out_index is not None and _matmul_axes(outs, reads, out_index) is not None
+    if matmul and (tc := _tensor_core_opts(ast, renderer, max_local)):
+        return tc
     if reds and outputs < GROUP_MAX_OUTPUTS and reds[-1].src[0].arg >= GROUP_MIN_REDUCE:
         # few outputs: a group shares each reduction (a GPU's threads interleaved, coalesced; PoCL's work-items
         # each a contiguous run, as a CPU core reads)
@@ -301,7 +314,7 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
             ast = _group(ast, opts, OptOps.GROUP, (256, 128, 64, 32, 16, 8, 4, 2), max_local)
         else:
             ast = _group(ast, opts, OptOps.GROUPTOP, (GROUP_SIZE, 8, 4, 2), max_local)
-    elif scalar_only and contiguous and reds[-1].src[0].arg >= GPU_GROUP_MIN_REDUCE:
+    elif scalar_only and contiguous and not matmul and reds[-1].src[0].arg >= GPU_GROUP_MIN_REDUCE:
         # a row reduced along contiguous memory: a block a row, its threads reading it interleaved (coalesced)
         ast = _group(ast, opts, OptOps.GROUP, (256, 128, 64, 32), max_local)
     grouped = bool(opts)
@@ -323,4 +336,27 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
             if (amount := _divisor(output_axes(ast)[i].src[0].arg, choices)) is not None:
                 ast = _try(ast, opts, Opt(OptOps.LOCAL, i, amount), max_local)
                 break
+    return opts
+
+
+def _tensor_core_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
+    """TC, a tile of WMMA blocks a warp and several warps a block (the module docstring), or [] where TC does not
+    fit the kernel."""
+    opts: list[Opt] = []
+    for i in range(len(getattr(renderer, "tensor_cores", ()))):
+        ast = _try(ast, opts, Opt(OptOps.TC, 0, i), max_local, renderer.tensor_cores)
+        if opts:
+            break
+    if not opts:
+        return opts
+    wmma = next(u for u in ast.toposort() if u.op is Ops.WMMA)
+    a_loops, b_loops = _loops(wmma.src[0]), _loops(wmma.src[1])
+    for (upcast, local), side, other in zip(zip(TC_TILE, TC_WARPS), (a_loops, b_loops), (b_loops, a_loops)):
+        # the block loop along m (n): the output loop only the A (B) fragments read
+        loop = next((r for r in output_axes(ast) if r in side and r not in other), None)
+        for op, most in ((OptOps.UPCAST, upcast), (OptOps.LOCAL, local)):
+            choices = tuple(1 << i for i in range(most.bit_length() - 1, 0, -1))  # most, most / 2, ..., 2
+            axis = next((i for i, r in enumerate(output_axes(ast)) if loop is not None and r.arg == loop.arg), None)
+            if axis is not None and (amount := _divisor(output_axes(ast)[axis].src[0].arg, choices)) is not None:
+                ast = _try(ast, opts, Opt(op, axis, amount), max_local, renderer.tensor_cores)
     return opts

@@ -101,9 +101,26 @@ def rare_to_branch(ctx: AccumulatorContext, w: UOp) -> UOp:
     return reg.after(UOp(Ops.ENDIF, dtypes.void, (branch, update))).index(zero).load()
 
 
+def _is_zero(x: UOp) -> bool:
+    if x.op is Ops.VECTORIZE:
+        return all(_is_zero(s) for s in x.src)
+    return x.op is Ops.CONST and x.arg == 0
+
+
+def _accumulate_in_wmma(acc: UOp, w: UOp) -> UOp | None:
+    a, b, c = w.src
+    return UOp(Ops.WMMA, w.dtype, (a, b, acc), w.arg) if _is_zero(c) else None
+
+
 accumulators = PatternMatcher(
     [
         (UPat(Ops.REDUCE, name="r"), reduce_to_accumulator, "REDUCE -> DEFINE_REG accumulator"),
+        # acc + WMMA(a, b, 0) -> WMMA(a, b, acc): the tensor core adds to the accumulator itself
+        (
+            UPat(Ops.ADD, src=[UPat.var("acc"), UPat(Ops.WMMA, name="w")]),
+            _accumulate_in_wmma,
+            "acc + WMMA(a, b, 0) -> WMMA(a, b, acc)",
+        ),
         # WHERE(c, a, b) rarely c -> reg = b; IF(any(c)) reg = where(c, a, reg) ENDIF
         (UPat(Ops.WHERE, arg=RARE, name="w"), rare_to_branch, "rare WHERE -> branch over the lanes"),
     ]

@@ -24,7 +24,16 @@ take any axis in the full numbering (SWAP: two of one kind).
   work-items of a group: each reduces its part (GROUP: every n-th element from its own, `r' * n + lidx`;
   GROUPTOP: a contiguous run of N/n, `lidx * N/n + r'`) into a partial result, stores it in local memory
   (DEFINE_LOCAL), waits at a BARRIER, and reduces the n partial results; work-item 0 stores the output.
-- `TC`: tensor cores; no device here has them.
+- `TC(axis, amount)` (a device with tensor cores, codegen/tensor_cores.py): a matmul-shaped reduction (a sum over
+  products of two operands of the tensor core's input dtype, accumulated in its output dtype) becomes one WMMA a
+  step of K per warp. `axis` picks the pair of output axes (m, n) among those that fit, `amount` the device's
+  tensor core. The warp's lanes become the work-item index `lidx0` (so TC comes first, before other GPU opts);
+  m and n become loops over blocks of M and N, k a loop over steps of K, and each lane's share of an output block
+  a lane index (UNROLL) over its C elements: `expand` makes the WMMA's D one vector, and the code after the
+  reduction (a cast, a bias, the store) vector code over it. Each operand's elements are the operand read at the
+  positions the tensor core's layout gives (the lane's A elements, its B elements). An UPCAST after TC gives each
+  warp several output blocks (one WMMA and accumulator each, sharing the loaded fragments); UNROLL and GROUP
+  after TC are refused.
 
 The GPU opts are refused unless the caller says the device has work-groups (`max_local`, the most work-items a
 group may have): the CPU refuses them.
@@ -39,6 +48,7 @@ import math
 from typing import Any
 
 from zeptograd.codegen.lowering import identity_element
+from zeptograd.codegen.tensor_cores import TensorCore
 from zeptograd.dtype import AddrSpace, PtrDType, dtypes
 from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
 from zeptograd.uop.ops import Ops, UOp
@@ -240,14 +250,96 @@ def _group(ast: UOp, opt: Opt, r: UOp, amount: int) -> UOp:
     return ast.substitute(gated)
 
 
-def apply_opt(ast: UOp, opt: Opt, max_local: int = 0) -> UOp:
+def _operands(value: UOp, tc: TensorCore) -> tuple[UOp, UOp] | None:
+    """The two factors of a reduced product that a tensor core computes: `cast(x * y)` or `cast(x) * cast(y)` with
+    x and y of its input dtype, the product in its output dtype."""
+    if value.dtype is not tc.dtype_out:
+        return None
+    if value.op is Ops.CAST and value.src[0].op is Ops.MUL:
+        x, y = value.src[0].src
+        return (x, y) if x.dtype is tc.dtype_in and y.dtype is tc.dtype_in else None
+    if value.op is Ops.MUL and all(s.op is Ops.CAST and s.src[0].dtype is tc.dtype_in for s in value.src):
+        return value.src[0].src[0], value.src[1].src[0]
+    return None
+
+
+def _tensor_core(ast: UOp, opt: Opt, tcs: tuple[TensorCore, ...], max_local: int) -> UOp:
+    """The kernel's matmul-shaped reduction as WMMA steps (see TC in the module docstring)."""
+    if not 0 <= opt.amount < len(tcs):
+        raise _fail(opt, f"the device has {len(tcs)} tensor cores, no number {opt.amount}")
+    tc = tcs[opt.amount]
+    if max_local < tc.threads:
+        raise _fail(opt, f"a warp of {tc.threads} threads needs work-groups of that many")
+    if any(u.op in (Ops.UNROLL, Ops.SPECIAL, Ops.DEFINE_LOCAL) for u in ast.toposort()):
+        raise _fail(opt, "TC comes first: the kernel has upcast, unrolled or work-group axes already")
+    reductions = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    if len(reductions) != 1 or reductions[0].arg is not Ops.ADD:
+        raise _fail(opt, "TC needs a kernel with one sum (REDUCE ADD)")
+    red = reductions[0]
+    operands = _operands(red.src[0], tc)
+    if operands is None:
+        what = f"{tc.dtype_in!r} inputs summed in {tc.dtype_out!r}"
+        raise _fail(opt, f"the reduction is not a sum of products of two operands of {what}")
+    k = max(red.src[1:], key=lambda r: r.arg)  # the innermost reduce loop
+    outs = output_axes(ast)
+    # (A, B, m, n): m an output axis only A reads, n one only B reads; either factor may be A. The pairs whose n is
+    # the innermost output axis first: a lane's C elements are then neighbours in the output
+    pairs = []
+    for x, y in (operands, operands[::-1]):
+        x_loops, y_loops = set(x.toposort()), set(y.toposort())
+        if k in x_loops and k in y_loops:
+            pairs += [(x, y, m, n) for m in outs if m in x_loops - y_loops for n in outs if n in y_loops - x_loops]
+    pairs.sort(key=lambda p: p[3] is not outs[-1])
+    if not pairs:
+        raise _fail(opt, "the kernel is not matmul-shaped (an output axis only A reads, one only B reads, k both)")
+    if not 0 <= opt.axis < len(pairs):
+        raise _fail(opt, f"axis {opt.axis} out of range: the kernel has {len(pairs)} (m, n) pairs")
+    x, y, m, n = pairs[opt.axis]
+    (bm, bn, bk), sizes = tc.dims, (_size(m), _size(n), _size(k))
+    if sizes[0] % bm or sizes[1] % bn or sizes[2] % bk:
+        raise _fail(opt, f"M, N, K = {sizes} are not multiples of the tensor core's {tc.dims} (pad with PADTO first)")
+    lane = UOp(Ops.SPECIAL, dtypes.index, (_index(tc.threads),), "lidx0")
+    element = UOp(Ops.UNROLL, dtypes.index, (_index(tc.elements[2]),), _next_axis(ast))
+
+    def block(r: UOp, size: int, width: int) -> tuple[UOp, tuple[UOp, ...]]:
+        """The loop over blocks of `width` along r (none when one block covers it) and where a block starts."""
+        if size == width:
+            return _index(0), ()
+        outer = UOp.range(size // width, r.arg)
+        return outer * width, (outer,)
+
+    (m0, m_loop), (n0, n_loop), (k0, k_loop) = block(m, sizes[0], bm), block(n, sizes[1], bn), block(k, sizes[2], bk)
+    a_lanes, b_lanes = [], []
+    for i in range(tc.elements[0]):
+        row, col = tc.a(lane, i)
+        a_lanes.append(x.substitute({m: m0 + row, k: k0 + col}))
+    for i in range(tc.elements[1]):
+        row, col = tc.b(lane, i)
+        b_lanes.append(y.substitute({k: k0 + row, n: n0 + col}))
+    a = UOp(Ops.VECTORIZE, tc.dtype_in.vec(len(a_lanes)), tuple(a_lanes))
+    b = UOp(Ops.VECTORIZE, tc.dtype_in.vec(len(b_lanes)), tuple(b_lanes))
+    wmma = UOp(Ops.WMMA, tc.dtype_out, (a, b, UOp.const(tc.dtype_out, 0), element), tc)
+    kept = tuple(s for s in red.src[1:] if s is not k) + k_loop
+    ast = ast.substitute({red: UOp(Ops.REDUCE, red.dtype, (wmma, *kept), Ops.ADD) if kept else wmma})
+    row, col = tc.c(lane, element)
+    ast = _rebuild(ast, m, m0 + row, m_loop)
+    return _rebuild(ast, n, n0 + col, n_loop)
+
+
+def apply_opt(ast: UOp, opt: Opt, max_local: int = 0, tensor_cores: tuple[TensorCore, ...] = ()) -> UOp:
     """`ast` with one more opt applied (its SINK records it); raises OptError when the opt does not fit. `max_local`:
-    the most work-items a work-group may have on the device (0: no work-groups, the GPU opts are refused)."""
+    the most work-items a work-group may have on the device (0: no work-groups, the GPU opts are refused);
+    `tensor_cores`: the device's (codegen/tensor_cores.py; none: TC is refused)."""
     if not isinstance(opt, Opt):
         raise TypeError(f"an opt is an Opt(op, axis, amount), got {opt!r}")
     outs, reds = output_axes(ast), reduce_axes(ast)
     if opt.op is OptOps.TC:
-        raise _fail(opt, "no device here has tensor cores")
+        if not tensor_cores:
+            raise _fail(opt, "the device has no tensor cores")
+        new = graph_rewrite(_tensor_core(ast, opt, tensor_cores, max_local), symbolic, name="simplify after opt")
+        return new.replace(arg=KernelInfo(ast_name(ast), applied_opts(ast) + (opt,)))
+    if opt.op in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP) and any(u.op is Ops.WMMA for u in ast.toposort()):
+        raise _fail(opt, f"{opt.op.name} after TC: the tensor core sums along k itself")
     gpu = opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP)
     if gpu and max_local <= 0:
         raise _fail(opt, f"{opt.op.name} needs a GPU-style device; the CPU does not have it")
@@ -310,8 +402,10 @@ def max_local(renderer: Any) -> int:
     return getattr(renderer, "max_local_size", 0) if getattr(renderer, "has_local", False) else 0
 
 
-def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], max_local: int = 0) -> UOp:
-    """`ast` with `opts` applied in order; the SINK records them (`max_local`: see apply_opt).
+def apply_opts(
+    ast: UOp, opts: list[Opt] | tuple[Opt, ...], max_local: int = 0, tensor_cores: tuple[TensorCore, ...] = ()
+) -> UOp:
+    """`ast` with `opts` applied in order; the SINK records them (`max_local`, `tensor_cores`: see apply_opt).
 
     >>> from zeptograd.schedule.kernelize import create_schedule
     >>> (item,), _ = create_schedule([(Tensor.ones(4, 8).contiguous().realize() * 2).uop], ["CPU"])
@@ -319,5 +413,5 @@ def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], max_local: int = 0) 
     KernelInfo('E_4_8', (Opt(OptOps.UPCAST, 1, 8),))
     """
     for opt in opts:
-        ast = apply_opt(ast, opt, max_local)
+        ast = apply_opt(ast, opt, max_local, tensor_cores)
     return ast

@@ -12,7 +12,10 @@ has (it budgets registers for that many). What differs from the C device's C:
 - the launch indices (codegen/gpudims.py) are `blockIdx` (`gidxN`) and `threadIdx` (`lidxN`), dimensions 0, 1, 2
   as x, y, z; local memory is `__shared__` and BARRIER is `__syncthreads()`.
 
-Vectors are not rendered (every op is one lane: `max_lanes` is 1); float4 loads and stores are still to come.
+Vectors are not rendered (every op is one lane: `max_lanes` is 1; float4 loads and stores are still to come),
+except a tensor core's fragments: WMMA (the TC opt, codegen/tensor_cores.py) takes a lane's A and B elements as
+`zg_half8` and `zg_half4`, its accumulator as `zg_float4` (structs of arrays, so `x.v[i]` is one lane), and is a
+call of a helper around the `mma.sync` instruction, written into the kernels that use it.
 
 >>> from zeptograd import Tensor
 >>> from zeptograd.codegen import get_program
@@ -29,6 +32,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
+from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS, CRenderer, render_const
 from zeptograd.uop.ops import Ops, UOp
@@ -68,6 +72,26 @@ FLOOR_HELPERS = """__device__ __forceinline__ long long floordiv(long long a, lo
 __device__ __forceinline__ long long floormod(long long a, long long b) {
   long long r = a % b;
   return r + (((r != 0) & ((r < 0) != (b < 0))) ? b : 0);
+}
+"""
+
+# the vector types a WMMA's fragments need: (lane dtype, lanes) -> struct name, and the struct's alignment
+FRAGMENT_TYPES: dict[tuple[DType, int], tuple[str, int]] = {
+    (dtypes.float32, 4): ("zg_float4", 16),
+    (dtypes.float16, 8): ("zg_half8", 16),
+    (dtypes.float16, 4): ("zg_half4", 8),
+}
+
+# mma.sync for one lane: its A elements packed two halves to a 32-bit register (the first in the low bits), its B
+# elements likewise, its four float accumulators in and out
+MMA_HELPER = """__device__ __forceinline__ zg_float4 zg_mma_m16n8k16_f16_f32(zg_half8 a, zg_half4 b, zg_float4 c) {
+  const unsigned* x = reinterpret_cast<const unsigned*>(&a);
+  const unsigned* y = reinterpret_cast<const unsigned*>(&b);
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
+      : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+  return c;
 }
 """
 
@@ -118,6 +142,7 @@ class CUDARenderer(CRenderer):
     has_local = True  # launched over blocks of threads: codegen/gpudims.py makes the launch indices
     max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
     local_size = 256  # threads a block the heuristic aims for: 8 warps, several blocks resident on each SM
+    tensor_cores = (MMA_M16N8K16_F16,)  # mma.sync, sm_80 and later
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every scalar dtype C has, half and double included (every GPU from sm_53 on has both).
@@ -134,11 +159,27 @@ class CUDARenderer(CRenderer):
     def type_name(self, dt: DType) -> str:
         if isinstance(dt, PtrDType):
             return self.type_name(dt.base) + "*"
+        if dt.count > 1 and (dt.scalar(), dt.count) in FRAGMENT_TYPES:
+            return FRAGMENT_TYPES[(dt.scalar(), dt.count)][0]
         if dt.count > 1 or dt not in CUDA_TYPES:
             raise NotImplementedError(f"the CUDA renderer has no type for {dt!r}")
         return CUDA_TYPES[dt]
 
+    def vector_literal(self, dt: DType, lanes: list[str]) -> str:
+        return f"{self.type_name(dt)}{{{{{', '.join(lanes)}}}}}"
+
+    def lane(self, vec: str, i: int) -> str:
+        return f"{vec}.v[{i}]"
+
+    def load(self, dt: DType, index: UOp, lvalue: str) -> str:
+        return lvalue  # a fragment only lives in registers: no vector access to memory
+
+    def store(self, dt: DType, index: UOp, lvalue: str, value: str) -> str:
+        return f"{lvalue} = {value};"
+
     def const(self, value: object, dt: DType) -> str:
+        if dt.count > 1:
+            return self.vector_literal(dt, [self.const(value, dt.scalar())] * dt.count)
         if dt is dtypes.float16:
             return f"((half)({render_const(value, dtypes.float32)}))"
         if dtypes.is_int(dt) and dt.itemsize < 4:
@@ -170,6 +211,9 @@ class CUDARenderer(CRenderer):
             return f"__shared__ {self.type_name(u.dtype.base)} {names[u]}[{u.dtype.size}];"
         if u.op is Ops.BARRIER:
             return "__syncthreads();"
+        if u.op is Ops.WMMA:
+            names[u] = f"wmma{sum(1 for x in names if x.op is Ops.WMMA)}"
+            return self.declare(u.dtype, names[u], f"zg_{u.arg.name}({', '.join(src)})")
         return super().other(u, src, names)
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
@@ -184,7 +228,14 @@ class CUDARenderer(CRenderer):
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
         used = {u.dtype.scalar() for u in uops} | {u.dtype.base.scalar() for u in uops if isinstance(u.dtype, PtrDType)}
         half = "#include <cuda_fp16.h>\n" if dtypes.float16 in used else ""
-        return half + PRELUDE + (FLOOR_HELPERS if needs_floor else "")
+        fragments = sorted({(u.dtype.scalar(), u.dtype.count) for u in uops if u.dtype.count > 1}, key=str)
+        structs = "".join(
+            f"struct __align__({FRAGMENT_TYPES[f][1]}) {FRAGMENT_TYPES[f][0]} {{ {CUDA_TYPES[f[0]]} v[{f[1]}]; }};\n"
+            for f in fragments
+            if f in FRAGMENT_TYPES
+        )
+        mma = MMA_HELPER if any(u.op is Ops.WMMA for u in uops) else ""
+        return half + PRELUDE + structs + mma + (FLOOR_HELPERS if needs_floor else "")
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
         op, dt = u.op, u.dtype

@@ -24,7 +24,10 @@ sm_90 too: ptxas takes a newer architecture than the one named):
   free (registers are typeless).
 
 EXP2, LOG2 and SIN arrive as arithmetic (the IR's polynomials). Vectors are not rendered: `max_lanes` is 1, as
-for the CUDA C renderer, so every plan of one applies to the other.
+for the CUDA C renderer, so every plan of one applies to the other. The one exception is a tensor core's fragments
+(the TC opt): a vector is a list of registers, one a lane (VECTORIZE gathers them, GEP picks one), an accumulator
+of four floats is read and written with `ld.local.v4`/`st.local.v4`, and WMMA is `mma.sync.aligned.m16n8k16`
+with the A and B halves packed two to a 32-bit register (`mov.b32 %r, {lo, hi}`).
 
 >>> from zeptograd import Tensor
 >>> from zeptograd.codegen import get_program
@@ -42,6 +45,7 @@ import math
 import struct
 from collections.abc import Sequence
 
+from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes, truncate
 from zeptograd.renderer.cuda import CUDA_DTYPES, launch_order
 from zeptograd.uop.ops import GroupOp, Ops, UOp
@@ -139,6 +143,7 @@ class PTXRenderer:
     has_local = True
     max_local_size = 1024
     local_size = 256
+    tensor_cores = (MMA_M16N8K16_F16,)
 
     def __init__(self, arch: str = "sm_80") -> None:
         self.arch = arch
@@ -173,6 +178,7 @@ class _Kernel:
         self.labels = 0
         self.loops: dict[UOp, str] = {}
         self.order = launch_order(uops)
+        self.vectors: dict[UOp, list[str]] = {}  # a tensor core fragment: one register a lane
         self.block = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
 
     def reg(self, bits: int) -> str:
@@ -211,8 +217,18 @@ class _Kernel:
 
     def render_uop(self, u: UOp) -> None:
         op, names = u.op, self.names
-        if u.dtype.count > 1 or (isinstance(u.dtype, PtrDType) and u.dtype.base.count > 1):
+        if u.dtype.count > 1 or (op is Ops.STORE and u.src[1].dtype.count > 1):
+            self.render_fragment(u)
+            return
+        if (
+            isinstance(u.dtype, PtrDType)
+            and u.dtype.base.count > 1
+            and op not in (Ops.DEFINE_REG, Ops.INDEX, Ops.AFTER)
+        ):
             raise NotImplementedError(f"the PTX renderer renders no vectors ({op.name} of {u.dtype!r})")
+        if op is Ops.GEP and u.src[0] in self.vectors:
+            names[u] = self.vectors[u.src[0]][u.arg[0]]
+            return
         if op is Ops.DEFINE_GLOBAL:
             self.params.append((u.arg, f".param .u64 data{u.arg}"))
             ptr = self.new(u)
@@ -280,6 +296,43 @@ class _Kernel:
             self.render_alu(u)
         else:
             raise NotImplementedError(f"the PTX renderer cannot render {op.name}")
+
+    def render_fragment(self, u: UOp) -> None:
+        """A vector value of a tensor core's (see the module docstring): its lanes' registers."""
+        value = u.src[1].dtype if u.op is Ops.STORE else u.dtype
+        op, lanes, bits = u.op, value.count, reg_bits(value.scalar())
+        if op is Ops.VECTORIZE:
+            self.vectors[u] = [self.names[s] for s in u.src]
+        elif op is Ops.CONST:
+            reg = self.reg(bits)
+            self.consts.append(f"\tmov.b{bits} {reg}, {ptx_const(u.arg, u.dtype.scalar())};")
+            self.vectors[u] = [reg] * lanes
+        elif op in (Ops.LOAD, Ops.STORE) and self._space(u.src[0]) == "local" and lanes == 4 and bits == 32:
+            addr = self.names[u.src[0]]
+            if op is Ops.LOAD:
+                self.vectors[u] = [self.reg(bits) for _ in range(lanes)]
+                self.emit(f"ld.local.v4.b32 {{{', '.join(self.vectors[u])}}}, [{addr}];")
+            else:
+                self.emit(f"st.local.v4.b32 [{addr}], {{{', '.join(self.vectors[u.src[1]])}}};")
+        elif op is Ops.WMMA and u.arg is MMA_M16N8K16_F16:
+            a, b, c = (self.vectors[s] for s in u.src)
+            packed = []
+            for regs in (a, b):
+                pairs = []
+                for lo, hi in zip(regs[0::2], regs[1::2]):
+                    pairs.append(self.reg(32))
+                    self.emit(f"mov.b32 {pairs[-1]}, {{{lo}, {hi}}};")
+                packed.append(", ".join(pairs))
+            self.vectors[u] = [self.reg(32) for _ in range(4)]
+            d = ", ".join(self.vectors[u])
+            self.emit(
+                f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d}}}, {{{packed[0]}}}, {{{packed[1]}}}, "
+                f"{{{', '.join(c)}}};"
+            )
+        else:
+            raise NotImplementedError(
+                f"the PTX renderer renders no vectors but a tensor core's ({op.name} of {u.dtype!r})"
+            )
 
     def render_special(self, u: UOp) -> None:
         kind = _SPECIAL_REG.get(u.arg[0])

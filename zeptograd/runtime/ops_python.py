@@ -3,6 +3,12 @@ each op means here (through `exec_alu` for the ALU) is what every compiled backe
 
 It is slow (a Python step per op per loop iteration): use it on small tensors, to check a backend, or to
 step through what a kernel does.
+
+It also runs programs made for a GPU-style device (`launch`): each work-group's work-items step through the program
+together, one after another up to the next BARRIER or WMMA, where they meet. Local memory (DEFINE_LOCAL) is one
+per work-group, and a WMMA is executed for each warp (the work-items `threads` apart in the group's flat order,
+x fastest) by its definition (codegen/tensor_cores.py). That is how the tensor-core layouts are tested without a
+GPU.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zeptograd.codegen import ProgramSpec
+from zeptograd.codegen.gpudims import launch_sizes
 from zeptograd.dtype import DType, PtrDType, dtypes, truncate
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.uop.alu import exec_alu
@@ -90,13 +97,74 @@ class PythonProgram:
                 self.jump[u.src[0]] = i
 
     def __call__(self, bufs: Sequence[Buffer]) -> None:
+        if any(u.op is Ops.SPECIAL and u.arg[:4] in ("gidx", "lidx") for u in self.uops):
+            self.launch(bufs)
+            return
         # a kernel split across cores runs its chunks one after another here
         cores = next((u.src[0].arg for u in self.uops if u.op is Ops.SPECIAL), 1)
         for core in range(cores):
-            self.run(bufs, core)
+            for _ in self.run(bufs, core):
+                raise RuntimeError("a BARRIER or WMMA in a program launched without work-groups")
 
-    def run(self, bufs: Sequence[Buffer], core: int = 0) -> None:
-        """One call of the kernel: the chunk of thread `core`."""
+    def launch(self, bufs: Sequence[Buffer]) -> None:
+        """Run a GPU-style program: every work-group, its work-items in step (see the module docstring)."""
+        global_size, local_size = launch_sizes(self.uops)
+        groups = [g // n for g, n in zip(global_size, local_size)]
+        for gz in range(groups[2]):
+            for gy in range(groups[1]):
+                for gx in range(groups[0]):
+                    shared: dict[UOp, list[Any]] = {}
+                    items = [
+                        self.run(
+                            bufs,
+                            ids={"gidx0": gx, "gidx1": gy, "gidx2": gz, "lidx0": x, "lidx1": y, "lidx2": z},
+                            shared=shared,
+                        )
+                        for z in range(local_size[2])
+                        for y in range(local_size[1])
+                        for x in range(local_size[0])
+                    ]
+                    self._in_step(items)
+
+    @staticmethod
+    def _in_step(items: list[Any]) -> None:
+        """Step the work-items of one group (generators from `run`) from one meeting point to the next."""
+        replies: list[Any] = [None] * len(items)
+        while True:
+            requests = []
+            for item, reply in zip(items, replies):
+                try:
+                    requests.append(item.send(reply))
+                except StopIteration:
+                    requests.append(StopIteration)
+            if all(r is StopIteration for r in requests):
+                return
+            first = requests[0]
+            if any(r is StopIteration or r[0] is not first[0] for r in requests):
+                raise RuntimeError(
+                    "the work-items of a group met at different points (a BARRIER or WMMA not all reach)"
+                )
+            wmma = first[0]
+            if wmma.op is Ops.BARRIER:
+                replies = [None] * len(items)
+                continue
+            tc, replies = wmma.arg, []
+            if len(items) % tc.threads:
+                raise RuntimeError(f"a WMMA needs whole warps of {tc.threads}; the group has {len(items)} work-items")
+            for start in range(0, len(items), tc.threads):
+                warp = requests[start : start + tc.threads]
+                replies.extend(tc.execute([r[1] for r in warp], [r[2] for r in warp], [r[3] for r in warp]))
+
+    def run(
+        self,
+        bufs: Sequence[Buffer],
+        core: int = 0,
+        ids: dict[str, int] | None = None,
+        shared: dict[UOp, list[Any]] | None = None,
+    ) -> Any:
+        """One call of the kernel: the chunk of thread `core`, or the work-item with launch indices `ids`. A
+        generator: it stops at each BARRIER (yielding it) and WMMA (yielding it with the operands, and taking the
+        result back), where the work-items of a group meet."""
         arrays = [b.array() for b in bufs]
         values: dict[UOp, Any] = {}
         regs: dict[UOp, list[Any]] = {}
@@ -135,7 +203,14 @@ class PythonProgram:
             elif op is Ops.CONST:
                 values[u] = u.arg if u.dtype.count == 1 else (u.arg,) * u.dtype.count
             elif op is Ops.SPECIAL:
-                values[u] = core
+                values[u] = ids[u.arg] if ids is not None and u.arg in ids else core
+            elif op is Ops.DEFINE_LOCAL:
+                assert isinstance(u.dtype, PtrDType) and shared is not None
+                values[u] = shared.setdefault(u, [0] * u.dtype.size)
+            elif op is Ops.BARRIER:
+                yield (u,)
+            elif op is Ops.WMMA:
+                values[u] = yield (u, *(values[s] for s in u.src))
             elif op is Ops.VECTORIZE:
                 values[u] = tuple(values[s] for s in u.src)
             elif op is Ops.GEP:

@@ -138,12 +138,15 @@ def _pyrepr(x: Any) -> str:
         return f"({inner},)" if len(x) == 1 else f"({inner})"
     if isinstance(x, (DType, Enum, bool, int, str, KernelInfo, Opt)) or x is None:
         return repr(x)
+    if hasattr(x, "pyrender_arg"):  # an arg of a later stage's (a WMMA's tensor core): it names itself
+        return x.pyrender_arg()
     raise TypeError(f"pyrender cannot write an arg of type {type(x).__name__}: {x!r}")
 
 
 PYRENDER_GLOBALS: dict[str, Any] = {"UOp": UOp, "Ops": Ops, "dtypes": dtypes, "AddrSpace": AddrSpace, "math": math}
 PYRENDER_GLOBALS.update(KernelInfo=KernelInfo, Opt=Opt, OptOps=OptOps)
-"""The names pyrender's source uses; `eval(u.pyrender(), PYRENDER_GLOBALS) is u`."""
+"""The names pyrender's source uses; `eval(u.pyrender(), PYRENDER_GLOBALS) is u`. A module whose objects are args
+(codegen/tensor_cores.py) adds the name its `pyrender_arg` writes."""
 
 
 def pyrender(root: UOp) -> str:

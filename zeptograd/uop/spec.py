@@ -144,6 +144,25 @@ def check_gep(g: UOp) -> Verdict:
     return True
 
 
+def check_wmma(w: UOp) -> Verdict:
+    """WMMA(a, b, c[, element]) with a tensor core (codegen/tensor_cores.py) as arg: a lane's A and B elements as
+    vectors of the input dtype, its C elements (before `expand`: one, with the lane index `element`)."""
+    tc = w.arg
+    if not all(hasattr(tc, f) for f in ("dtype_in", "dtype_out", "elements")) or len(w.src) not in (3, 4):
+        return "WMMA takes (a, b, c) or (a, b, c, element) and a tensor core"
+    a, b, c = w.src[:3]
+    if a.dtype is not tc.dtype_in.vec(tc.elements[0]) or b.dtype is not tc.dtype_in.vec(tc.elements[1]):
+        return f"WMMA of {tc!r} takes {tc.elements[0]} and {tc.elements[1]} lanes of {tc.dtype_in!r}"
+    if len(w.src) == 4:
+        element = w.src[3]
+        if element.op is not Ops.UNROLL or element.src[0].arg != tc.elements[2]:
+            return f"WMMA's fourth source is its lane index over {tc.elements[2]} C elements"
+        return True if w.dtype is tc.dtype_out and c.dtype is tc.dtype_out else "WMMA's C and D are the output dtype"
+    if w.dtype is not tc.dtype_out.vec(tc.elements[2]) or c.dtype is not w.dtype:
+        return f"WMMA of {tc!r} takes and gives {tc.elements[2]} lanes of {tc.dtype_out!r}"
+    return True
+
+
 shared_spec = PatternMatcher(
     [
         (UPat(Ops.STORE, name="st"), check_store, "unified STORE"),
@@ -292,6 +311,7 @@ kernel_spec = shared_spec + PatternMatcher(
         (UPat(Ops.END, name="e"), check_end, "END"),
         (UPat(Ops.VECTORIZE, name="v"), check_vectorize, "VECTORIZE"),
         (UPat(Ops.GEP, name="g"), check_gep, "GEP"),
+        (UPat(Ops.WMMA, name="w"), check_wmma, "WMMA"),
         # a conditional block: made by the codegen passes (a rare WHERE, a gated STORE)
         (UPat(Ops.IF, dtypes.void, name="i"), check_if, "IF"),
         (UPat(Ops.ENDIF, dtypes.void, src=(UPat(Ops.IF), UPat(Ops.STORE))), lambda: True, "ENDIF"),
@@ -312,7 +332,6 @@ program_spec = (
             (UPat(Ops.STORE, name="st"), check_linear_store, "no gated STORE"),
             (UPat(Ops.REDUCE), lambda: "REDUCE is lowered to a DEFINE_REG accumulator before the program is linear"),
             (UPat(Ops.BARRIER, dtypes.void), lambda: True, "BARRIER"),
-            (UPat(Ops.WMMA), lambda: True, "WMMA"),
         ]
     )
     + kernel_spec

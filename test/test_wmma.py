@@ -1,0 +1,211 @@
+"""Tensor cores: the TC opt, the WMMA op and its renderings.
+
+Without a GPU (CI): the kernels the TC opt makes run on the PYTHON device's interpreter, which executes WMMA by its
+definition (codegen/tensor_cores.py) with the work-items of a group in step, against numpy in float64: every
+layout the opt produces (either operand as A, transposed operands, several blocks a warp, several warps a block,
+work after the sum). The layouts themselves are checked to cover each matrix once. The CUDA C of those kernels is
+compiled by NVRTC for sm_80 and sm_90, and their PTX assembled by ptxas, where those are installed.
+
+With a GPU: fp16 matmuls on the CUDA and PTX devices (whose heuristic picks TC) against numpy.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zeptograd import Device, Tensor, dtypes
+from zeptograd.codegen import get_program
+from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts
+from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, tensor_cores
+from zeptograd.renderer.cuda import CUDARenderer
+from zeptograd.renderer.ptx import PTXRenderer
+from zeptograd.runtime.buffer import buffer_for
+from zeptograd.runtime.ops_cuda import compile_cuda, nvrtc_problem
+from zeptograd.runtime.ops_python import PythonProgram
+from zeptograd.schedule.kernelize import create_schedule
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_ptx import assembled, needs_ptxas
+
+RNG = np.random.default_rng(16)
+TC, UPCAST, LOCAL = OptOps.TC, OptOps.UPCAST, OptOps.LOCAL
+
+
+def half(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float16)
+
+
+def host(x: np.ndarray) -> Tensor:
+    """A tensor in the host's memory whatever DEVICE says: the interpreter reads and writes its buffers."""
+    return Tensor(x, device="CPU")
+
+
+def item_of(out: Tensor):
+    items, _ = create_schedule([out.uop], ["CPU"])
+    (item,) = [it for it in items if it.ast is not None][-1:]
+    return item
+
+
+def emulated(out: Tensor, opts: list[Opt] | None, renderer=None) -> tuple[np.ndarray, tuple[Opt, ...]]:
+    """`out`'s last kernel made for the CUDA renderer (with `opts`, else its heuristic's plan) and run by the PYTHON
+    device's interpreter; the result and the plan."""
+    item = item_of(out)
+    program = get_program(item.ast, renderer or CUDARenderer(), opts)
+    bufs = [buffer_for(b).allocate() for b in item.bufs]
+    PythonProgram(program.uops)(bufs)
+    return bufs[0].array().reshape(out.shape).astype(np.float64), program.opts
+
+
+@pytest.mark.parametrize("layout", [MMA_M16N8K16_F16], ids=lambda tc: tc.name)
+def test_layouts_cover_each_matrix_once(layout) -> None:
+    m, n, k = layout.dims
+    for pos, shape, count in ((layout.a, (m, k), 0), (layout.b, (k, n), 1), (layout.c, (m, n), 2)):
+        seen = np.zeros(shape, int)
+        for lane in range(layout.threads):
+            for i in range(layout.elements[count]):
+                seen[pos(lane, i)] += 1
+        assert (seen == 1).all(), f"{layout.name}: operand {'abc'[count]} is not covered once"
+
+
+def test_wmma_definition_against_numpy() -> None:
+    tc = MMA_M16N8K16_F16
+    m, n, k = tc.dims
+    a, b, c = half(m, k), half(k, n), RNG.standard_normal((m, n)).astype(np.float32)
+    frag = lambda big, pos, count: [tuple(big[pos(lane, i)] for i in range(count)) for lane in range(tc.threads)]
+    d = tc.execute(frag(a, tc.a, 8), frag(b, tc.b, 4), frag(c, tc.c, 4))
+    want = a.astype(np.float64) @ b + c
+    for lane in range(tc.threads):
+        for i in range(4):
+            assert d[lane][i] == pytest.approx(want[tc.c(lane, i)], rel=1e-6, abs=1e-6)
+
+
+PLANS = [
+    [Opt(TC, 0, 0)],
+    [Opt(TC, 1, 0)],  # the other operand as A: the output's rows are the tensor core's n
+    [Opt(TC, 0, 0), Opt(UPCAST, 0, 2)],
+    [Opt(TC, 0, 0), Opt(UPCAST, 1, 2), Opt(UPCAST, 0, 2), Opt(LOCAL, 0, 2)],
+    [Opt(TC, 0, 0), Opt(LOCAL, 1, 2), Opt(LOCAL, 0, 2)],
+]
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=lambda p: "-".join(f"{o.op.name}{o.axis}.{o.amount}" for o in p))
+@pytest.mark.parametrize("out_dtype", [dtypes.float32, dtypes.float16], ids=lambda d: d.name)
+def test_tc_plans_match_numpy(plan: list[Opt], out_dtype) -> None:
+    a, b = half(64, 48), half(48, 32)
+    out = host(a).matmul(host(b), dtype=out_dtype)
+    got, opts = emulated(out, plan)
+    assert opts[0].op is TC
+    want = a.astype(np.float64) @ b
+    tol = 1e-5 if out_dtype is dtypes.float32 else 2e-3
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 8)
+
+
+@pytest.mark.parametrize(
+    "case", ["a_transposed", "b_transposed", "bias_relu", "batched", "product_in_half", "heuristic"]
+)
+def test_tc_layouts_of_operands(case: str) -> None:
+    a, b = half(32, 64), half(64, 16)
+    ta, tb = host(a), host(b)
+    want = a.astype(np.float64) @ b
+    plan: list[Opt] | None = [Opt(TC, 0, 0), Opt(UPCAST, 0, 2)]
+    if case == "a_transposed":  # A stored k-major
+        out = host(np.ascontiguousarray(a.T)).realize().T.matmul(tb, dtype=dtypes.float32)
+    elif case == "b_transposed":  # x @ w.T with w stored (n, k)
+        out = ta.matmul(host(np.ascontiguousarray(b.T)).realize().T, dtype=dtypes.float32)
+    elif case == "bias_relu":
+        bias = RNG.standard_normal(16).astype(np.float32)
+        out = (ta.matmul(tb, dtype=dtypes.float32) + host(bias)).relu()
+        want = np.maximum(want + bias, 0)
+    elif case == "batched":
+        a3, b3 = half(3, 32, 64), half(3, 64, 16)
+        out = host(a3).matmul(host(b3), dtype=dtypes.float32)
+        want = a3.astype(np.float64) @ b3
+        plan = [Opt(TC, 0, 0), Opt(UPCAST, 1, 2), Opt(LOCAL, 0, 3)]
+    elif case == "product_in_half":  # fp16 @ fp16: cast(sum(cast(a * b))) -> half
+        out = ta @ tb
+    else:  # the CUDA heuristic's own plan
+        out, plan = ta.matmul(tb, dtype=dtypes.float32), None
+    got, opts = emulated(out, plan)
+    assert opts[0].op is TC, opts
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-2 if case == "product_in_half" else 1e-4)
+
+
+def test_tc_refusals() -> None:
+    tcs = tensor_cores("CUDA")
+    mm = item_of(host(half(32, 32)).matmul(host(half(32, 32)), dtype=dtypes.float32)).ast
+    with pytest.raises(OptError, match="no tensor cores"):
+        apply_opts(mm, [Opt(TC, 0, 0)], 1024)
+    with pytest.raises(OptError, match="not multiples"):
+        apply_opts(
+            item_of(host(half(20, 32)).matmul(host(half(32, 32)), dtype=dtypes.float32)).ast,
+            [Opt(TC, 0, 0)],
+            1024,
+            tcs,
+        )
+    with pytest.raises(OptError, match="float16"):  # float32 operands: no fp32 tensor core here
+        apply_opts(
+            item_of(host(np.ones((32, 32), np.float32)) @ host(np.ones((32, 32), np.float32))).ast,
+            [Opt(TC, 0, 0)],
+            1024,
+            tcs,
+        )
+    with pytest.raises(OptError, match="one sum"):
+        apply_opts(item_of(host(half(32, 32)) + 1).ast, [Opt(TC, 0, 0)], 1024, tcs)
+    with pytest.raises(OptError, match="TC comes first"):
+        apply_opts(mm, [Opt(UPCAST, 0, 2), Opt(TC, 0, 0)], 1024, tcs)
+    with pytest.raises(OptError, match="UNROLL after TC"):
+        apply_opts(mm, [Opt(TC, 0, 0), Opt(OptOps.UNROLL, 0, 2)], 1024, tcs)
+    with pytest.raises(OptError, match="axis 5 out of range"):
+        apply_opts(mm, [Opt(TC, 5, 0)], 1024, tcs)
+    with pytest.raises(OptError, match="warp of 32"):
+        apply_opts(mm, [Opt(TC, 0, 0)], 16, tcs)
+
+
+def _tc_kernels() -> list:
+    a, b = host(half(64, 64)), host(half(64, 32))
+    return [
+        item_of(a.matmul(b, dtype=dtypes.float32)),
+        item_of(a @ b),
+        item_of((a.matmul(b, dtype=dtypes.float32) + 1).relu()),
+    ]
+
+
+@pytest.mark.skipif(nvrtc_problem() is not None, reason="NVRTC is not installed (pip install -e '.[cuda]')")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_cuda_c_with_tensor_cores_compiles(arch: str) -> None:
+    for item in _tc_kernels():
+        program = get_program(item.ast, CUDARenderer())
+        assert program.opts[0].op is TC and "mma.sync.aligned.m16n8k16" in program.src
+        assert "mma.sync.aligned.m16n8k16" in compile_cuda(program.src, arch).ptx
+
+
+@needs_ptxas
+def test_ptx_with_tensor_cores_assembles(tmp_path: Path) -> None:
+    srcs = [get_program(item.ast, PTXRenderer()).src for item in _tc_kernels()]
+    assert all("mma.sync.aligned.m16n8k16" in src for src in srcs)
+    assembled(srcs, tmp_path)
+
+
+def test_ptx_plan_runs_in_emulation() -> None:
+    a, b = half(32, 32), half(32, 16)
+    got, opts = emulated(host(a).matmul(host(b), dtype=dtypes.float32), None, PTXRenderer())
+    assert opts[0].op is TC
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["CUDA", "PTX"])
+@pytest.mark.parametrize("shape", [(64, 32, 48), (256, 512, 128), (2, 128, 64, 96)], ids=str)
+def test_fp16_matmul_on_gpu(device: str, shape: tuple[int, ...]) -> None:
+    if not Device.usable(device):
+        pytest.skip(f"no usable {device} device here")
+    *batch, m, n, k = shape
+    a, b = half(*batch, m, k), half(*batch, k, n)
+    want = a.astype(np.float64) @ b
+    got32 = Tensor(a, device=device).matmul(Tensor(b, device=device), dtype=dtypes.float32).numpy()
+    np.testing.assert_allclose(got32, want, rtol=1e-3, atol=1e-3)
+    got16 = (Tensor(a, device=device) @ Tensor(b, device=device)).numpy().astype(np.float64)
+    np.testing.assert_allclose(got16, want, rtol=4e-3, atol=4e-2)

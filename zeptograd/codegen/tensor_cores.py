@@ -1,0 +1,106 @@
+"""Tensor cores: a warp's matrix multiply-accumulate as one op, WMMA, and the layouts that say which elements of its
+three matrices each thread of the warp holds.
+
+WMMA computes `D = A @ B + C` for an M x K block A, a K x N block B and M x N blocks C and D. No thread holds a
+whole matrix: lane `l` of the warp's `threads` holds elements `i` of A at `a(l, i)` (row, column), of B at
+`b(l, i)` and of C and D at `c(l, i)`. In the IR a lane's WMMA takes its A elements as one vector, its B elements
+as another, its C elements as a third, and gives its D elements as a vector like C's.
+
+The TC opt (codegen/opt.py) builds each lane's vectors from these positions. The PYTHON device executes WMMA by
+its definition with the same positions: it gathers the warp's vectors into whole matrices, multiplies them and
+hands each lane its elements of D. So the opt and the op's meaning are checked against numpy on any machine, and
+a GPU checks the positions against the hardware's (the PTX ISA's fragment tables for `mma.m16n8k16`).
+
+>>> tc = tensor_cores("CUDA")[0]
+>>> tc, tc.dims, [tc.a(5, i) for i in range(2)]
+(TensorCore('mma_m16n8k16_f16_f32'), (16, 8, 16), [(1, 2), (1, 3)])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zeptograd.dtype import DType, dtypes
+from zeptograd.uop.render import PYRENDER_GLOBALS
+
+Position = Callable[[Any, Any], tuple[Any, Any]]  # (lane, element) -> (row, column); ints or index UOps
+
+
+@dataclass(frozen=True, eq=False)
+class TensorCore:
+    """One matrix multiply-accumulate a warp does as one instruction (see the module docstring)."""
+
+    name: str
+    dims: tuple[int, int, int]  # (M, N, K)
+    dtype_in: DType  # A and B
+    dtype_out: DType  # C and D, the accumulator
+    threads: int
+    elements: tuple[int, int, int]  # what one lane holds of A, of B, of C (and D)
+    a: Position
+    b: Position
+    c: Position
+
+    def __repr__(self) -> str:
+        return f"TensorCore({self.name!r})"
+
+    def __reduce__(self) -> tuple:
+        return (tensor_core, (self.name,))
+
+    def pyrender_arg(self) -> str:
+        return f"tensor_core({self.name!r})"
+
+    def execute(self, a: list[Any], b: list[Any], c: list[Any]) -> list[tuple[Any, ...]]:
+        """D for a warp: `a[l]`, `b[l]`, `c[l]` are lane l's vectors; the result is each lane's D vector. Products
+        are exact and summed in float64 before the one rounding to the output dtype (the hardware sums in at
+        least the output's precision; the tests allow for the difference)."""
+        m, n, k = self.dims
+        big_a, big_b, big_c = np.zeros((m, k)), np.zeros((k, n)), np.zeros((m, n))
+        for lane in range(self.threads):
+            for i in range(self.elements[0]):
+                big_a[self.a(lane, i)] = a[lane][i]
+            for i in range(self.elements[1]):
+                big_b[self.b(lane, i)] = b[lane][i]
+            for i in range(self.elements[2]):
+                big_c[self.c(lane, i)] = c[lane][i]
+        d = (big_a @ big_b + big_c).astype(np.dtype(self.dtype_out.name))
+        return [tuple(d[self.c(lane, i)].item() for i in range(self.elements[2])) for lane in range(self.threads)]
+
+
+# NVIDIA's mma.m16n8k16 with f16 (or bf16) A and B and an f32 accumulator, sm_80 and later: lane l is thread
+# (group l // 4, t l % 4). A (row-major 16 x 16): elements 0,1 at row g, columns 2t and 2t+1; 2,3 at row g+8;
+# 4..7 the same 8 columns further. B (16 x 8): elements 0,1 at rows 2t, 2t+1 of column g; 2,3 eight rows down.
+# C and D (16 x 8): elements 0,1 at row g, columns 2t, 2t+1; 2,3 at row g+8.
+def _mma_a(lane: Any, i: Any) -> tuple[Any, Any]:
+    return lane // 4 + 8 * ((i // 2) % 2), (lane % 4) * 2 + i % 2 + 8 * (i // 4)
+
+
+def _mma_b(lane: Any, i: Any) -> tuple[Any, Any]:
+    return (lane % 4) * 2 + i % 2 + 8 * (i // 2), lane // 4
+
+
+def _mma_c(lane: Any, i: Any) -> tuple[Any, Any]:
+    return lane // 4 + 8 * (i // 2), (lane % 4) * 2 + i % 2
+
+
+MMA_M16N8K16_F16 = TensorCore(
+    "mma_m16n8k16_f16_f32", (16, 8, 16), dtypes.float16, dtypes.float32, 32, (8, 4, 4), _mma_a, _mma_b, _mma_c
+)
+
+_TENSOR_CORES: dict[str, tuple[TensorCore, ...]] = {"CUDA": (MMA_M16N8K16_F16,), "PTX": (MMA_M16N8K16_F16,)}
+
+
+def tensor_core(name: str) -> TensorCore:
+    """The tensor core called `name` (how pyrender's source and pickles name one)."""
+    return next(tc for tcs in _TENSOR_CORES.values() for tc in tcs if tc.name == name)
+
+
+PYRENDER_GLOBALS["tensor_core"] = tensor_core
+
+
+def tensor_cores(device: str) -> tuple[TensorCore, ...]:
+    """The tensor cores a device's renderer can use (none for the CPU-side devices)."""
+    return _TENSOR_CORES.get(device, ())
