@@ -8,8 +8,8 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
                 memory bandwidth (`--peak-gbs`, 4800 for an H200; 3350 for an H100 SXM).
 2. matmul       4096 x 4096 x 4096 in fp32 and in fp16 (fp16 inputs and output), GFLOP/s, next to torch's
                 `a @ b` on the same GPU (cuBLAS; fp32 without TF32, torch's default) and the ratio.
-   With --sweep: the fp16 matmul again under other tensor-core plans (TC tiles and warps a block), and on the
-   PTX device.
+   With --sweep: the fp16 matmul again under other tensor-core plans (TC tiles and warps a block), and with the
+   heuristic's plan on the PTX and TRITON devices.
 3. first call   a kernel never seen before (a fresh constant): the whole first call (schedule, codegen, NVRTC,
                 module load, launch, copy back) and NVRTC's compile alone.
 
@@ -78,29 +78,20 @@ def kernels_of(out: Tensor) -> tuple[Callable[[], None], list[Any], Any]:
 
 
 def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator) -> None:
-    """The fp16 matmul under several tensor-core plans on CUDA, and the heuristic's on PTX."""
+    """The fp16 matmul under several tensor-core plans on CUDA, and the heuristic's on PTX and TRITON."""
     x_np = rng.standard_normal((size, size)).astype(np.float16)
     y_np = rng.standard_normal((size, size)).astype(np.float16)
     want = x_np[:64].astype(np.float32) @ y_np.astype(np.float32)
     tc, up, lo = OptOps.TC, OptOps.UPCAST, OptOps.LOCAL
     plans: list[tuple[str, list[Opt] | None]] = [("heuristic", None)]
-    for um, un, wm, wn in (
-        (1, 1, 1, 1),
-        (2, 2, 2, 2),
-        (2, 4, 2, 2),
-        (4, 4, 2, 2),
-        (4, 2, 2, 2),
-        (2, 4, 4, 2),
-        (4, 4, 1, 1),
-        (2, 8, 2, 2),
-    ):
+    for um, un, wm, wn in ((2, 4, 2, 2), (4, 4, 2, 2), (4, 8, 2, 2), (2, 8, 4, 2), (2, 8, 2, 4), (2, 16, 2, 2)):
         plans.append(
             (
                 f"tile {um}x{un} warps {wm}x{wn}",
                 [Opt(tc, 0, 0), Opt(up, 0, um), Opt(lo, 0, wm), Opt(up, 1, un), Opt(lo, 1, wn)],
             )
         )
-    for device in ("CUDA", "PTX"):
+    for device in [d for d in ("CUDA", "PTX", "TRITON") if Device.usable(d)]:
         dev = Device[device]
         x, y = Tensor(x_np, device=device).realize(), Tensor(y_np, device=device).realize()
         (item,), _ = create_schedule([(x @ y).uop], [device])

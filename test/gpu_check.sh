@@ -1,20 +1,25 @@
 #!/bin/sh
 # Everything this project checks on a machine with an NVIDIA GPU, in one go (the device tool's lease is short):
 #   sh test/gpu_check.sh [OUTDIR]     (from the repository root; about 5 minutes with 16 cores)
-# 1. the op suite, test_cuda.py and test_wmma.py (tensor cores, CUDA and PTX) on the CUDA device; 2. test/ptx_gpu_check.sh (the PTX device);
-# 3. bench/cuda.py (pass the GPU's bandwidth with PEAK_GBS, default 3350: an H100 SXM).
+# 1. the op suite, test_cuda.py and test_wmma.py (tensor cores on CUDA and PTX) on the CUDA device;
+# 2. test/ptx_gpu_check.sh (the PTX device); 3. the elementwise and reduce suites and test_triton.py on TRITON;
+# 4. bench/cuda.py --sweep (pass the GPU's bandwidth with PEAK_GBS, default 3350: an H100 SXM).
 # Each stage has its own time limit so that a slow one cannot starve the others; the logs go to OUTDIR.
 out=${1:-/tmp/zg_gpu_check}
 mkdir -p "$out"
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$out/machine.txt"
-python3 -c "import sys, numpy, torch; print(sys.version.split()[0], numpy.__version__, torch.__version__)" 2>&1 | tee -a "$out/machine.txt"
+python3 -c "import sys, numpy, torch, triton; print(sys.version.split()[0], numpy.__version__, torch.__version__, triton.__version__)" 2>&1 | tee -a "$out/machine.txt"
 echo "== CUDA op suite"
-DEVICE=CUDA timeout 200 python3 -m pytest -n 16 -rfE -p no:cacheprovider -W ignore test/test_tensor_*.py test/test_cuda.py test/test_wmma.py \
-    >"$out/cuda_suite.log" 2>&1
-tail -30 "$out/cuda_suite.log"
+DEVICE=CUDA timeout ${CUDA_S:-75} python3 -m pytest -n 16 -rfE -p no:cacheprovider -W ignore test/test_tensor_*.py \
+    test/test_cuda.py test/test_wmma.py >"$out/cuda_suite.log" 2>&1
+tail -15 "$out/cuda_suite.log"
 echo "== PTX"
-timeout 150 sh test/ptx_gpu_check.sh >"$out/ptx.log" 2>&1
-tail -40 "$out/ptx.log"
+timeout ${PTX_S:-60} sh test/ptx_gpu_check.sh >"$out/ptx.log" 2>&1
+tail -8 "$out/ptx.log"
+echo "== TRITON"
+DEVICE=TRITON timeout ${TRITON_S:-90} python3 -m pytest -n 16 -rfE -p no:cacheprovider -W ignore \
+    test/test_tensor_elementwise.py test/test_tensor_reduce.py test/test_triton.py >"$out/triton.log" 2>&1
+tail -25 "$out/triton.log"
 echo "== bench/cuda.py"
-timeout 150 python3 bench/cuda.py --sweep --peak-gbs "${PEAK_GBS:-3350}" 2>&1 | tee "$out/bench.log"
+timeout ${BENCH_S:-100} python3 bench/cuda.py --sweep --peak-gbs "${PEAK_GBS:-3350}" 2>&1 | tee "$out/bench.log"

@@ -20,7 +20,7 @@ import pytest
 from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts
-from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, tensor_cores
+from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, WMMA_16_16_16_F16_RDNA3, tensor_cores
 from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.renderer.ptx import PTXRenderer
 from zeptograd.runtime.buffer import buffer_for
@@ -60,15 +60,18 @@ def emulated(out: Tensor, opts: list[Opt] | None, renderer=None) -> tuple[np.nda
     return bufs[0].array().reshape(out.shape).astype(np.float64), program.opts
 
 
-@pytest.mark.parametrize("layout", [MMA_M16N8K16_F16], ids=lambda tc: tc.name)
-def test_layouts_cover_each_matrix_once(layout) -> None:
+@pytest.mark.parametrize("layout", [MMA_M16N8K16_F16, WMMA_16_16_16_F16_RDNA3], ids=lambda tc: tc.name)
+def test_layouts_cover_each_matrix_evenly(layout) -> None:
+    # every element of A, B and C is held by the same number of lanes: once (NVIDIA), or twice for RDNA3's A and B
+    # (lanes 16..31 repeat lanes 0..15); C and D exactly once
     m, n, k = layout.dims
     for pos, shape, count in ((layout.a, (m, k), 0), (layout.b, (k, n), 1), (layout.c, (m, n), 2)):
         seen = np.zeros(shape, int)
         for lane in range(layout.threads):
             for i in range(layout.elements[count]):
                 seen[pos(lane, i)] += 1
-        assert (seen == 1).all(), f"{layout.name}: operand {'abc'[count]} is not covered once"
+        copies = layout.threads * layout.elements[count] // seen.size
+        assert (seen == copies).all() and (count < 2 or copies == 1), f"{layout.name}: operand {'abc'[count]}"
 
 
 def test_wmma_definition_against_numpy() -> None:

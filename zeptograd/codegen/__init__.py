@@ -47,7 +47,7 @@ from zeptograd.codegen.lowering import (
     merge_loops,
 )
 from zeptograd.codegen.narrowfloat import lower_narrow_floats
-from zeptograd.codegen.opt import Opt, applied_opts, apply_opts, ast_name, max_local
+from zeptograd.codegen.opt import Opt, OptError, OptOps, applied_opts, apply_opts, ast_name, max_local
 from zeptograd.codegen.transcendental import decompositions
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import BEAM, DEBUG, NOOPT, SPEC
@@ -105,6 +105,10 @@ def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
             opts = beam_search(ast, renderer, BEAM.value)
         else:
             opts = hand_coded_opts(ast, renderer)
+    if not getattr(renderer, "has_shared", True):
+        for o in opts:
+            if o.op in (OptOps.GROUP, OptOps.GROUPTOP):
+                raise OptError(f"{o}: the {renderer.device} device has no local memory to group a reduction in")
     return apply_opts(ast, list(opts), max_local(renderer), getattr(renderer, "tensor_cores", ()))
 
 

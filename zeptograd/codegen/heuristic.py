@@ -64,7 +64,7 @@ GROUP_MIN_REDUCE = 4096  # a shorter reduction costs less than the barrier and t
 GROUP_SIZE = 16
 GPU_GROUP_MIN_REDUCE = 256  # on a GPU, a shorter row is summed by one thread in less time than a barrier
 LOCAL_SIZE = 64
-TC_TILE = (2, 8)  # WMMA blocks a warp along m and n: 2 A and 8 B fragments loaded for 16 WMMAs
+TC_TILE = (2, 16)  # WMMA blocks a warp along m and n: 2 A and 16 B fragments loaded for 32 WMMAs (H100 sweep)
 TC_WARPS = (2, 2)  # warps a block along m and n
 # below this a kernel runs in less time than waking the other cores (runtime/cpu_threads.py) costs
 THREAD_MIN_WORK = 1 << 17
@@ -307,14 +307,15 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
     matmul = bool(reds) and out_index is not None and _matmul_axes(outs, reads, out_index) is not None
     if matmul and (tc := _tensor_core_opts(ast, renderer, max_local)):
         return tc
-    if reds and outputs < GROUP_MAX_OUTPUTS and reds[-1].src[0].arg >= GROUP_MIN_REDUCE:
+    shared = getattr(renderer, "has_shared", True)  # local memory to group a reduction in (not Triton's)
+    if shared and reds and outputs < GROUP_MAX_OUTPUTS and reds[-1].src[0].arg >= GROUP_MIN_REDUCE:
         # few outputs: a group shares each reduction (a GPU's threads interleaved, coalesced; PoCL's work-items
         # each a contiguous run, as a CPU core reads)
         if scalar_only:
             ast = _group(ast, opts, OptOps.GROUP, (256, 128, 64, 32, 16, 8, 4, 2), max_local)
         else:
             ast = _group(ast, opts, OptOps.GROUPTOP, (GROUP_SIZE, 8, 4, 2), max_local)
-    elif scalar_only and contiguous and not matmul and reds[-1].src[0].arg >= GPU_GROUP_MIN_REDUCE:
+    elif shared and scalar_only and contiguous and not matmul and reds[-1].src[0].arg >= GPU_GROUP_MIN_REDUCE:
         # a row reduced along contiguous memory: a block a row, its threads reading it interleaved (coalesced)
         ast = _group(ast, opts, OptOps.GROUP, (256, 128, 64, 32), max_local)
     grouped = bool(opts)

@@ -112,7 +112,13 @@ def beam_search(ast: UOp, renderer: Any, width: int) -> list[Opt]:
     best_time, best_plan = beam[0][0], beam[0][1]
     while True:
         tried: list[tuple[float, list[Opt], UOp]] = []
-        todo = [(plan, node, opt) for _, plan, node in beam for opt in candidates(node, limit)]
+        shared = getattr(renderer, "has_shared", True)  # no GROUP where there is no local memory (Triton)
+        todo = [
+            (plan, node, opt)
+            for _, plan, node in beam
+            for opt in candidates(node, limit)
+            if shared or opt.op not in (OptOps.GROUP, OptOps.GROUPTOP)
+        ]
         bar = _progress(len(todo), f"BEAM {ast.arg if isinstance(ast.arg, str) else ''}")
         for plan, node, opt in todo:
             if bar is not None:

@@ -9,7 +9,8 @@ as another, its C elements as a third, and gives its D elements as a vector like
 The TC opt (codegen/opt.py) builds each lane's vectors from these positions. The PYTHON device executes WMMA by
 its definition with the same positions: it gathers the warp's vectors into whole matrices, multiplies them and
 hands each lane its elements of D. So the opt and the op's meaning are checked against numpy on any machine, and
-a GPU checks the positions against the hardware's (the PTX ISA's fragment tables for `mma.m16n8k16`).
+a GPU checks the positions against the hardware's (the PTX ISA's fragment tables for `mma.m16n8k16`; no AMD GPU is
+at hand to check RDNA3's).
 
 >>> tc = tensor_cores("CUDA")[0]
 >>> tc, tc.dims, [tc.a(5, i) for i in range(2)]
@@ -90,7 +91,39 @@ MMA_M16N8K16_F16 = TensorCore(
     "mma_m16n8k16_f16_f32", (16, 8, 16), dtypes.float16, dtypes.float32, 32, (8, 4, 4), _mma_a, _mma_b, _mma_c
 )
 
-_TENSOR_CORES: dict[str, tuple[TensorCore, ...]] = {"CUDA": (MMA_M16N8K16_F16,), "PTX": (MMA_M16N8K16_F16,)}
+
+# AMD's RDNA3 WMMA (gfx11, wave32), v_wmma_f32_16x16x16_f16: lane l holds row l % 16 of A (all 16 of its k) and
+# column l % 16 of B, lanes 16..31 the same as lanes 0..15; of C and D (16 x 16) it holds column l % 16, rows
+# 2i + l // 16 for its elements i = 0..7
+def _rdna3_a(lane: Any, i: Any) -> tuple[Any, Any]:
+    return lane % 16, i
+
+
+def _rdna3_b(lane: Any, i: Any) -> tuple[Any, Any]:
+    return i, lane % 16
+
+
+def _rdna3_c(lane: Any, i: Any) -> tuple[Any, Any]:
+    return 2 * i + lane // 16, lane % 16
+
+
+WMMA_16_16_16_F16_RDNA3 = TensorCore(
+    "WMMA_16_16_16_half_float",
+    (16, 16, 16),
+    dtypes.float16,
+    dtypes.float32,
+    32,
+    (16, 16, 8),
+    _rdna3_a,
+    _rdna3_b,
+    _rdna3_c,
+)
+
+_TENSOR_CORES: dict[str, tuple[TensorCore, ...]] = {
+    "CUDA": (MMA_M16N8K16_F16,),
+    "PTX": (MMA_M16N8K16_F16,),
+    "HIP": (WMMA_16_16_16_F16_RDNA3,),
+}
 
 
 def tensor_core(name: str) -> TensorCore:

@@ -241,6 +241,10 @@ class CRenderer:
     def vector_literal(self, dt: DType, lanes: list[str]) -> str:
         return f"({self.type_name(dt)}){{{', '.join(lanes)}}}"
 
+    def index(self, base: str, idx: str) -> str:
+        """The lvalue of element `idx` of pointer `base` (what INDEX names; LOAD and STORE use it)."""
+        return f"{base}[{idx}]"
+
     def lane(self, vec: str, i: int) -> str:
         return f"{vec}[{i}]"
 
@@ -356,7 +360,7 @@ class CRenderer:
             elif op is Ops.AFTER:
                 names[u] = src[0]
             elif op is Ops.INDEX:
-                names[u] = f"{src[0]}[{src[1]}]"  # an lvalue; LOAD and STORE use it as it is
+                names[u] = self.index(src[0], src[1])  # an lvalue; LOAD and STORE use it as it is
             elif op is Ops.LOAD:
                 index = u.src[0]
                 addr = self.load(u.dtype, index, src[0])

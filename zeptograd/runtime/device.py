@@ -13,7 +13,7 @@ import importlib.util
 import os
 from typing import Any
 
-DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA", "PTX", "WEBGPU")
+DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA", "PTX", "TRITON", "WEBGPU", "HIP")
 # the Python package each optional device needs, and what to install when it is missing
 REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl", "WEBGPU": "wgpu"}
 INSTALL_HINTS = {
@@ -22,11 +22,15 @@ INSTALL_HINTS = {
     "CUDA": 'the CUDA device needs an NVIDIA GPU with its driver (libcuda.so.1) and NVRTC: pip install -e ".[cuda]" '
     "(or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime), or a CUDA toolkit on the loader path",
     "PTX": "the PTX device needs an NVIDIA GPU with its driver (libcuda.so.1, which JIT-compiles the PTX)",
+    "TRITON": 'the TRITON device needs Triton (pip install -e ".[triton]") and an NVIDIA GPU with its driver '
+    "(libcuda.so.1); without a GPU, runtime/ops_triton.compile_triton still compiles",
+    "HIP": "the HIP device renders and compiles AMD GPU kernels only (renderer/hip.py; runtime/ops_hip.compile_hip), "
+    "it cannot run them: zeptograd has no AMD GPU runtime yet",
     "WEBGPU": "the WEBGPU device needs wgpu and a GPU driver (or Mesa's lavapipe on the CPU): "
     'pip install -e ".[webgpu]" (or pip install wgpu), and apt-get install mesa-vulkan-drivers without a GPU',
 }
 # devices whose buffers live in the device's own memory (not host memory): copies go through the device's allocator
-DEVICE_MEMORY = ("CUDA", "PTX", "WEBGPU")
+DEVICE_MEMORY = ("CUDA", "PTX", "TRITON", "WEBGPU")
 # devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
 
@@ -44,6 +48,10 @@ def _problem(base: str) -> str | None:
 
         problem = driver_problem()
         return None if problem is None else problem.replace(INSTALL_HINTS["CUDA"], INSTALL_HINTS["PTX"])
+    if base == "TRITON":
+        from zeptograd.runtime.ops_triton import triton_device_problem
+
+        return triton_device_problem()
     # WEBGPU: the package, then an adapter: wgpu without a driver (no GPU, no lavapipe) finds none
     from zeptograd.runtime.ops_webgpu import webgpu_problem
 
@@ -88,7 +96,9 @@ class _Device:
         """
         base = self._name(name)
         if base not in self._usable:
-            if base in ("CUDA", "PTX", "WEBGPU"):
+            if base == "HIP":
+                self._usable[base] = False  # compile-only (INSTALL_HINTS says so)
+            elif base in ("CUDA", "PTX", "TRITON", "WEBGPU"):
                 if (problem := _problem(base)) is not None:
                     self._problems[base] = problem
                 self._usable[base] = problem is None
@@ -116,6 +126,10 @@ class _Device:
                 from zeptograd.runtime.ops_cuda import PTXDevice
 
                 self._opened[name] = PTXDevice()
+            elif name == "TRITON":
+                from zeptograd.runtime.ops_triton import TritonDevice
+
+                self._opened[name] = TritonDevice()
             elif name == "LLVM":
                 from zeptograd.runtime.ops_llvm import LLVMDevice
 
