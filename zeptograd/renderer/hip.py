@@ -25,7 +25,7 @@ its semantics are those of the linear program, which runs on the PYTHON device a
 >>> from zeptograd.schedule.kernelize import create_schedule
 >>> a = Tensor.ones(4).contiguous().realize()
 >>> (item,), _ = create_schedule([(a * 2).uop], ["CPU"])
->>> "__ockl_get_group_id(0)" in get_program(item.ast, HIPRenderer()).src
+>>> "__ockl_get_local_id(0)" in get_program(item.ast, HIPRenderer()).src
 True
 """
 
