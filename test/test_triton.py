@@ -190,3 +190,13 @@ def test_reductions_matmul_softmax_on_gpu() -> None:
     e = np.exp(a - a.max(-1, keepdims=True))
     np.testing.assert_allclose(ta.softmax(-1).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ta.sqrt().exp2().sin().numpy(), np.sin(np.exp2(np.sqrt(a))), rtol=1e-4, atol=1e-5)
+
+
+@needs_triton
+def test_signed_zeros_in_triton_interpreter() -> None:
+    # Triton reads `-0.0` as `0 - 0.0` and `-x` as `0 - x`: both lose the sign of zero, which // and neg keep
+    z = np.array([-0.0, 0.0, -0.0, 0.0] * 4, np.float32)
+    three = np.full(16, 3.0, np.float32)
+    got = interpreted(host(z) // host(three))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.floor_divide(z, three)))
+    np.testing.assert_array_equal(np.signbit(interpreted(-host(z))), np.signbit(-z))

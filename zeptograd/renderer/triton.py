@@ -187,8 +187,8 @@ class _Kernel:
             return "tl.full([], 1, tl.int1)" if value else "tl.full([], 0, tl.int1)"
         if dtypes.is_float(dt):
             assert isinstance(value, float | int)
-            if dt is dtypes.float64 or not math.isfinite(value):
-                # through the bits: Triton reads a Python float literal as a float32 constant
+            if dt is dtypes.float64 or not math.isfinite(value) or (math.copysign(1.0, value) < 0 and value == 0):
+                # through the bits: Triton reads a Python float literal as a float32 constant, and -0.0 as 0 - 0.0
                 float_fmt, int_fmt, int_dt = _BITS[dt.itemsize]
                 bits = struct.unpack(int_fmt, struct.pack(float_fmt, value))[0]
                 return f"tl.full([], {bits}, {TL_TYPES[int_dt]}).to({t}, bitcast=True)"
