@@ -12,9 +12,8 @@ With a GPU (`Device.usable("TRITON")`): the op families run on it against numpy.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ def programs(*outs: Tensor) -> list:
 def compiled_all(*outs: Tensor) -> None:
     for p in programs(*outs):
         for arch in ("sm_80", "sm_90"):
-            kernel = compile_triton(p.src, p.name, signature(p.uops), arch, num_warps(p.src, p.uops))
+            kernel = compile_triton(p.src, p.name, signature(p.uops), arch, num_warps(p.uops))
             assert kernel.cubin[:4] == b"\x7fELF" and kernel.name == p.name
 
 
@@ -91,33 +90,19 @@ def test_compile_error_has_source() -> None:
 def interpreted(out: Tensor) -> np.ndarray:
     """`out` computed by its kernels rendered for Triton and run in Triton's interpreter, on host buffers."""
     import torch
-    import triton
-    import triton.language  # noqa: F401
+    from triton_interpreter import load_interpreted
 
     from zeptograd.runtime.buffer import buffer_for
 
+    folder = Path(tempfile.mkdtemp(prefix="zeptograd-triton-test-"))
     items, _ = create_schedule([out.uop], ["CPU"])
-    for n, item in enumerate(items):
+    for item in items:
         program = get_program(item.ast, TritonRenderer())
-        path = Path(os.environ.get("ZEPTOGRAD_CACHE_DIR", "/tmp")) / f"zg_interpret_{abs(hash(program.src))}_{n}.py"
-        path.write_text(program.src)
-        old = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1"  # read when the module's @triton.jit runs
-        try:
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        finally:
-            if old is None:
-                del os.environ["TRITON_INTERPRET"]
-            else:
-                os.environ["TRITON_INTERPRET"] = old
+        kernel = load_interpreted(program.src, program.name, folder)
         bufs = [buffer_for(b).allocate() for b in item.bufs]
         used = sorted(u.arg for u in program.uops if u.op.name == "DEFINE_GLOBAL")
-        args = [torch.from_numpy(bufs[i].array()) for i in used]
         grid = tuple(g // n for g, n in zip(program.launch_global, program.launch_local)) or (1,)
-        getattr(module, program.name)[grid](*args)
+        kernel[grid](*[torch.from_numpy(bufs[i].array()) for i in used])
     return bufs[0].array().reshape(out.shape)
 
 

@@ -32,6 +32,28 @@ from zeptograd.renderer.triton import TritonRenderer
 from zeptograd.uop.ops import Ops
 
 
+def load_interpreted(src: str, name: str, folder: Path) -> Any:
+    """Kernel `name` of the Triton program `src` as an interpreted function (its file written into `folder`)."""
+    # imported before TRITON_INTERPRET is set: Triton's own modules compile normally
+    import triton.language  # noqa: F401
+
+    path = folder / f"k_{hashlib.sha256(src.encode()).hexdigest()[:16]}.py"
+    path.write_text(src)
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"  # read when the module's @triton.jit runs
+    try:
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if old is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+    return getattr(module, name)
+
+
 class InterpretedTriton:
     """A device named TRITON that renders Triton programs and runs them in Triton's interpreter."""
 
@@ -43,25 +65,7 @@ class InterpretedTriton:
         self.dir = Path(tempfile.mkdtemp(prefix="zeptograd-triton-interpreter-"))
 
     def _kernel(self, program: ProgramSpec) -> Any:
-        import triton
-        import triton.language  # noqa: F401
-
-        key = hashlib.sha256(program.src.encode()).hexdigest()[:16]
-        path = self.dir / f"k_{key}.py"
-        path.write_text(program.src)
-        old = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1"  # read when the module's @triton.jit runs
-        try:
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        finally:
-            if old is None:
-                del os.environ["TRITON_INTERPRET"]
-            else:
-                os.environ["TRITON_INTERPRET"] = old
-        return getattr(module, program.name)
+        return load_interpreted(program.src, program.name, self.dir)
 
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Any]], None]:
         import torch

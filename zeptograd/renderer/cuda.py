@@ -32,7 +32,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16
+from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, TensorCore
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS, CRenderer, render_const
 from zeptograd.uop.ops import Ops, UOp
@@ -213,8 +213,12 @@ class CUDARenderer(CRenderer):
             return "__syncthreads();"
         if u.op is Ops.WMMA:
             names[u] = f"wmma{sum(1 for x in names if x.op is Ops.WMMA)}"
-            return self.declare(u.dtype, names[u], f"zg_{u.arg.name}({', '.join(src)})")
+            return self.declare(u.dtype, names[u], f"{self.wmma_helper(u.arg)}({', '.join(src)})")
         return super().other(u, src, names)
+
+    def wmma_helper(self, tc: TensorCore) -> str:
+        """The name of the helper function a WMMA of tensor core `tc` calls (written into the prelude)."""
+        return f"zg_{tc.name}"
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         # the launch bounds: the threads of one block, the product of the lidx sizes

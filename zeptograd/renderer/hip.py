@@ -34,10 +34,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from zeptograd.codegen.tensor_cores import WMMA_16_16_16_F16_RDNA3
+from zeptograd.codegen.tensor_cores import WMMA_16_16_16_F16_RDNA3, TensorCore
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS
 from zeptograd.renderer.cuda import CUDA_TYPES, CUDARenderer
+from zeptograd.renderer.cuda import FLOOR_HELPERS as CUDA_FLOOR_HELPERS
 from zeptograd.uop.ops import Ops, UOp
 
 HIP_TYPES: dict[DType, str] = {**CUDA_TYPES, dtypes.float16: "_Float16"}
@@ -56,15 +57,8 @@ BARRIER = (
     '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");'
 )
 
-FLOOR_HELPERS = """__attribute__((device)) static inline long long floordiv(long long a, long long b) {
-  long long q = a / b;
-  return q - ((a % b != 0) & ((a < 0) != (b < 0)));
-}
-__attribute__((device)) static inline long long floormod(long long a, long long b) {
-  long long r = a % b;
-  return r + (((r != 0) & ((r < 0) != (b < 0))) ? b : 0);
-}
-"""
+# CUDA's floor division helpers, as plain device functions (HIP without its headers has no __forceinline__)
+FLOOR_HELPERS = CUDA_FLOOR_HELPERS.replace("__device__ __forceinline__", "__attribute__((device)) static inline")
 
 
 class HIPRenderer(CUDARenderer):
@@ -127,10 +121,10 @@ class HIPRenderer(CUDARenderer):
             return f"__attribute__((shared)) {self.type_name(u.dtype.base)} {names[u]}[{u.dtype.size}];"
         if u.op is Ops.BARRIER:
             return BARRIER
-        if u.op is Ops.WMMA:
-            names[u] = f"wmma{sum(1 for x in names if x.op is Ops.WMMA)}"
-            return self.declare(u.dtype, names[u], f"__{u.arg.name}({', '.join(src)})")
         return super().other(u, src, names)
+
+    def wmma_helper(self, tc: TensorCore) -> str:
+        return f"__{tc.name}"  # seed 003's spelling: __WMMA_16_16_16_half_float
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         self._order = (0, 1, 2)

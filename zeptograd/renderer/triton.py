@@ -38,6 +38,7 @@ import struct
 from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes
+from zeptograd.renderer.cstyle import _INFIX as C_INFIX
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 TL_TYPES: dict[DType, str] = {
@@ -69,19 +70,8 @@ SIGNATURE_TYPES: dict[DType, str] = {
     dtypes.float32: "fp32",
     dtypes.float64: "fp64",
 }
-_INFIX = {
-    Ops.ADD: "+",
-    Ops.SUB: "-",
-    Ops.MUL: "*",
-    Ops.CMPLT: "<",
-    Ops.CMPNE: "!=",
-    Ops.CMPEQ: "==",
-    Ops.AND: "&",
-    Ops.OR: "|",
-    Ops.XOR: "^",
-    Ops.SHL: "<<",
-    Ops.SHR: ">>",
-}
+# the C family's infix operators, less `/` (float division is rounded by tl.div_rn below)
+_INFIX = {op: sign for op, sign in C_INFIX.items() if op is not Ops.FDIV}
 # a float's bits as the signed int of its width: (float format, int format, int dtype) by item size
 _BITS = {2: ("e", "h", dtypes.int16), 4: ("f", "i", dtypes.int32), 8: ("d", "q", dtypes.int64)}
 

@@ -52,10 +52,9 @@ def triton_problem() -> str | None:
     return None if importlib.util.find_spec("triton") is not None else INSTALL_HINTS["TRITON"]
 
 
-def num_warps(src: str, uops: Sequence[Any] | None = None) -> int:
+def num_warps(uops: Sequence[Any]) -> int:
     """Warps for a kernel: one per 32 lanes of its block, from 1 to 8."""
-    block = block_size(uops)[1] if uops is not None else 32
-    return max(1, min(8, block // 32))
+    return max(1, min(8, block_size(uops)[1] // 32))
 
 
 def compile_triton(src: str, name: str, sig: dict[str, str], arch: str = "sm_90", warps: int = 4) -> TritonKernel:
@@ -117,7 +116,7 @@ class TritonDevice(CUDADevice):
         kernel = self._kernels.get(program.src)
         if kernel is None:
             sig = signature(program.uops)
-            kernel = compile_triton(program.src, program.name, sig, self.arch, num_warps(program.src, program.uops))
+            kernel = compile_triton(program.src, program.name, sig, self.arch, num_warps(program.uops))
             self._kernels[program.src] = kernel
         fn = self._functions.get((program.src, program.name))
         if fn is None:
