@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 from zeptograd.dtype import AddrSpace, DType, dtypes
@@ -73,8 +72,11 @@ RARE = "rare"
 
 def _any_lane(cond: UOp) -> UOp:
     """A scalar bool: is any lane of `cond` true?"""
-    lanes = [cond.gep(i) for i in range(cond.dtype.count)] if cond.dtype.count > 1 else [cond]
-    return functools.reduce(lambda a, b: a.alu(Ops.OR, b), lanes)
+    while cond.dtype.count > 1:
+        half = cond.dtype.count // 2
+        low, high = (UOp(Ops.GEP, cond.dtype.scalar().vec(half), (cond,), tuple(range(i, i + half))) for i in (0, half))
+        cond = low.alu(Ops.OR, high)
+    return cond
 
 
 def rare_to_branch(ctx: AccumulatorContext, w: UOp) -> UOp:
