@@ -16,17 +16,18 @@ float64; test/test_transcendental.py holds them to 2 ulp.
 - `log2(x)`: x = 2**e * m with sqrt(1/2) <= m < sqrt(2) (denormals scaled into the normal range first);
   log(m) = log(1+f) = f - f*f/2 + s*(f*f/2 + R(s*s)) with s = f/(2+f) (R is the atanh series); the leading
   part is split so that its product with 1/ln2 is exact, and e is added with an exact two-sum.
-- `sin(x)`: x = k*pi/2 + r with |r| <= pi/4 (Cody-Waite). k is split into a high and a low part and pi/2
-  into parts short enough that every product with either is exact; the differences are accumulated with
-  two-sums, so r comes out as a pair (hi, lo) that is exact to far below an ulp of r even where x is close
-  to a multiple of pi/2. Then +-sin(r) or +-cos(r) by the quadrant k mod 4. float32 reduces this way (in
-  float32 only) while |x| < 2**20, float64 while |k| < 2**30 (|x| < 1.6e9). Beyond, float32 uses
-  `_reduce_payne_hanek_f32` (the mantissa times a window of the bits of 2/pi in 64-bit integers: exact for
-  any |x|; a target without 64-bit integers needs a 32-bit version of it), float64 a documented fallback
-  (rounded products, r clamped: a value in [-1, 1], not an accurate sine). The common case, |x| < 1600
-  (|k| < 2**10), drops k's high part and costs half the operations. The longer reductions are computed only
-  for the vectors where some lane needs them: a WHERE marked RARE, which `lowering.rare_to_branch` turns into
-  a branch on "any lane" (every lane of a vector still takes the same instructions, so it vectorizes).
+- `sin(x)`: x = k*pi/2 + r with |r| <= pi/4, then +-sin(r) or +-cos(r) by the quadrant k mod 4. The common
+  case, float32 |x| < 2**20 and float64 |x| < 2**15, reduces with fused multiply-adds (explicit MULACCs):
+  k = round(x*2/pi) by adding 1.5 * 2**mant, x - k*p1 exact, the next part by an exact product and Fast2Sum, so
+  r is a pair (hi, lo) (`_reduce_fma`). Checked on every float32 below 2**20: at most 0.894 ulp (sin and cos).
+  Larger arguments, inf and nan are computed only for the vectors where some lane needs them: a WHERE marked
+  RARE, which `lowering.rare_to_branch` turns into a branch on "any lane" (every lane of a vector still takes
+  the same instructions, so it vectorizes). There float32 uses `_reduce_payne_hanek_f32` (the mantissa times
+  a window of the bits of 2/pi in 64-bit integers: exact for any |x| >= 2**20; a target without 64-bit
+  integers needs a 32-bit version of it). float64 uses Cody-Waite while |k| < 2**30 (|x| < 1.6e9): k split
+  into a high and a low part and pi/2 into parts short enough that every product with either is exact, the
+  differences accumulated with two-sums, so r comes out as a pair (hi, lo) exact to far below an ulp of r;
+  beyond, a documented fallback (rounded products, r clamped: a value in [-1, 1], not an accurate sine).
 
 The polynomials: the float32 ones are fits made for this module (relative-error least squares on Chebyshev
 nodes, reweighted towards minimax (Lawson), each coefficient rounded to float32 in turn and the rest refitted
@@ -89,13 +90,16 @@ def _round_to(value: Fraction | float, bits: int) -> float:
 class _Format:
     """What the decompositions need to know of a float dtype."""
 
-    def __init__(self, dt: DType, bits: DType, mant: int, bias: int, k_bits: int, k_split: int, parts: int):
+    def __init__(self, dt: DType, bits: DType, mant: int, bias: int, k_bits: int, k_split: int, parts: int, k_fma: int):
         self.dt, self.bits, self.mant, self.bias = dt, bits, mant, bias
         self.k_bits, self.k_split = k_bits, k_split  # sin: |k| < 2**k_bits, split at 2**k_split
         digits = mant + 1
         # pi/2 in parts of (digits - larger half of k) bits: k_hi * part and k_lo * part are exact
         self.half_pi = _parts(PI / 2, digits - max(k_split, k_bits - k_split), parts, digits)
         self.two_over_pi = float(2 / PI)
+        # sin's common case: pi/2 in three parts of full precision, taken off with fused multiply-adds
+        self.k_fma = k_fma
+        self.half_pi_fma = _parts(PI / 2, digits, 4, digits)
         # 1/ln2 as a head of digits - digits//2 bits and a tail: the head times digits//2 bits is exact
         self.inv_ln2_hi = _round_to(_INV_LN2, digits - digits // 2)
         self.inv_ln2_lo = float(_INV_LN2 - Fraction(self.inv_ln2_hi))
@@ -114,8 +118,8 @@ def _ln2(bits: int) -> Fraction:
 
 _INV_LN2 = 1 / _ln2(200)
 
-F32 = _Format(dtypes.float32, dtypes.int32, mant=23, bias=127, k_bits=20, k_split=10, parts=5)
-F64 = _Format(dtypes.float64, dtypes.int64, mant=52, bias=1023, k_bits=30, k_split=15, parts=4)
+F32 = _Format(dtypes.float32, dtypes.int32, mant=23, bias=127, k_bits=20, k_split=10, parts=5, k_fma=20)
+F64 = _Format(dtypes.float64, dtypes.int64, mant=52, bias=1023, k_bits=30, k_split=15, parts=4, k_fma=15)
 FORMATS = {dtypes.float32: F32, dtypes.float64: F64}
 
 # 2**f = 1 + f*(c1 + f*(c2 + ...)) on |f| <= 1/2
@@ -310,20 +314,27 @@ def xlog2(x: UOp) -> UOp:
     return (x == 0.0).where(x.const_like(-math.inf), y)
 
 
-def _reduce_cody_waite_small(x: UOp, fmt: _Format, small: UOp) -> tuple[UOp, UOp, UOp]:
-    """`_reduce_cody_waite` where `small` says |k| < 2**k_split (float32: |x| < 1600): k_hi is 0, so its products
-    drop out. Other lanes (nan, inf, large) get k = 0: their results are not used, and a NaN cast to int is
-    undefined in C."""
-    k = small.where(_floor(x * fmt.two_over_pi + 0.5), x.const_like(0.0))
-    p = fmt.half_pi
-    s = _sub(x, k * p[0])  # exact, as in `_reduce_cody_waite`
-    err = x.const_like(0.0)
-    for part in p[1:]:
-        s, e = _two_sum(s, k * -part)
-        err = err + e
-    r_hi = s + err
-    r_lo = _sub(err, _sub(r_hi, s))
-    return _quadrant(k, fmt), r_hi, r_lo
+def _reduce_fma(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
+    """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (an int), |r| <= pi/4 (a little more where
+    x*2/pi rounds), for |x| < 2**k_fma, with fused multiply-adds (explicit MULACCs: no device rounds their
+    products). k = round(x*2/pi) by adding 1.5 * 2**mant (the sum rounds to an integer, whose low bits are q).
+    With pi/2 = p1 + p2 + p3 + p4 (full-precision parts):
+    - x - k*p1 is exact: a multiple of p1's last bit (or of x's, for |x| < 1), below 1;
+    - k*p2 = ph + pl exactly (pl from an FMA), and (x - k*p1) - ph = r_hi + e exactly by Fast2Sum: x - k*p1 is
+      a multiple of ph's last bit, which is all Fast2Sum needs;
+    - r_lo = e - pl - k*p3 - k*p4, whose roundings are far below an ulp of r_hi."""
+    magic = 1.5 * 2.0**fmt.mant
+    shifted = x.alu(Ops.MULACC, x.const_like(fmt.two_over_pi), x.const_like(magic))
+    k = _sub(shifted, magic)
+    q = shifted.bitcast(_int_like(x, fmt)) & 3
+    p1, p2, p3, p4 = fmt.half_pi_fma
+    r1 = k.alu(Ops.MULACC, k.const_like(-p1), x)
+    ph = k * p2
+    pl = k.alu(Ops.MULACC, k.const_like(p2), -ph)
+    r_hi = _sub(r1, ph)
+    e = _sub(_sub(r1, r_hi), ph)
+    r_lo = k.alu(Ops.MULACC, k.const_like(-p4), k.alu(Ops.MULACC, k.const_like(-p3), _sub(e, pl)))
+    return q, r_hi, r_lo
 
 
 def _quadrant(k: UOp, fmt: _Format) -> UOp:
@@ -368,8 +379,10 @@ def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
 
 
 # Payne-Hanek for float32: the bits of 2/pi, after 5 zero bits (so that a window may start before its first
-# bit), in 32-bit words; a window of 96 bits starting at bit E - 147 (E the biased exponent of |x| >= 2**20)
+# bit), in 32-bit words; a window of 96 bits starting at bit E - 152 + _PH_PAD (E the biased exponent of x,
+# |x| >= 2**20: bits of 2/pi before the window only add multiples of 4 to x*2/pi)
 _PH_PAD = 5
+_PH_LAST = 254 - 152 + _PH_PAD  # the window of the largest exponent
 _TWO_OVER_PI_WORDS = tuple(int(2 / PI / 2**_PH_PAD * 2 ** (32 * (i + 1))) & 0xFFFFFFFF for i in range(7))
 # pi/2 as a 12-bit head, a 12-bit next part (their sum is pi/2 to 24 bits) and a float32 tail
 _PH_HALF_PI = _parts(PI / 2, 12, 3, 24)
@@ -391,8 +404,8 @@ def _reduce_payne_hanek_f32(x: UOp) -> tuple[UOp, UOp, UOp]:
     i32, u64, i64 = dtypes.int32.vec(count), dtypes.uint64.vec(count), dtypes.int64.vec(count)
     bits = x.bitcast(i32) & 0x7FFFFFFF
     mant = ((bits & 0x7FFFFF) | 0x800000).cast(u64)
-    start = _sub(bits >> 23, 147)
-    start = (start < 0).where(start.const_like(0), (start > 107).where(start.const_like(107), start))
+    start = _sub(bits >> 23, 152 - _PH_PAD)
+    start = (start < 0).where(start.const_like(0), (start > _PH_LAST).where(start.const_like(_PH_LAST), start))
     word, offset = start >> 5, (start & 31).cast(u64)
     words = _TWO_OVER_PI_WORDS
 
@@ -436,8 +449,9 @@ def _sin_reduced(q: UOp, r: UOp, r_lo: UOp, quadrant: int) -> UOp:
     hz = z * 0.5
     w = 1.0 - hz
     cos_r = w + ((_sub(_sub(r.const_like(1.0), w), hz)) + _sub(z * z * _poly(z, _COS[fmt.dt]), r * r_lo))
-    q = (q + quadrant) & 3
-    return (q == 0).where(sin_r, (q == 1).where(cos_r, (q == 2).where(-sin_r, -cos_r)))
+    q = q + quadrant if quadrant else q
+    value = ((q & 1) == 0).where(sin_r, cos_r)  # quadrants 0 and 2: +-sin(r), 1 and 3: +-cos(r)
+    return ((q & 2) == 0).where(value, -value)
 
 
 def _rarely(cond: UOp, rare: UOp, common: UOp) -> UOp:
@@ -448,17 +462,19 @@ def _rarely(cond: UOp, rare: UOp, common: UOp) -> UOp:
 def xsin(x: UOp, quadrant: int = 0) -> UOp:
     """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1."""
     fmt = FORMATS[x.dtype.scalar()]
-    ret = _sin_reduced(*_reduce_cody_waite(x, fmt), quadrant)
-    if fmt is F32:  # beyond 2**20 (where Cody-Waite's k would need more bits, and inf): Payne-Hanek
-        ret = _rarely(x * x > 2.0**40, _sin_reduced(*_reduce_payne_hanek_f32(x), quadrant), ret)
-    # the common case, |k| < 2**k_split, reduces in half the operations; larger arguments (and nan) take the branch
-    bound = 2.0**fmt.k_split * 0.99 / fmt.two_over_pi
-    small = x * x < bound * bound
-    ret = _rarely(small.logical_not(), ret, _sin_reduced(*_reduce_cody_waite_small(x, fmt, small), quadrant))
+    # float32: Payne-Hanek (any size); float64: Cody-Waite with a split k, a fallback beyond 1.6e9
+    far = _reduce_payne_hanek_f32(x) if fmt is F32 else _reduce_cody_waite(x, fmt)
+    ret = _sin_reduced(*far, quadrant)
+    ret = (x.alu(Ops.SUB, x) != 0.0).where(x.const_like(math.nan), ret)  # inf - inf and nan - nan are nan
+    # the common case, |x| < 2**k_fma, reduces with three fused multiply-adds; larger arguments (and nan, inf)
+    # take the branch
+    bound = 2.0**fmt.k_fma
+    common = x * x < bound * bound
+    ret = _rarely(common.logical_not(), ret, _sin_reduced(*_reduce_fma(x, fmt), quadrant))
     if quadrant == 0:
         tiny = 2.0 ** (-(fmt.mant + 3) // 2)  # sin(x) rounds to x: x**3/6 is below half an ulp of x
         ret = (x * x < tiny * tiny).where(x, ret)  # keeps the sign of 0 and the denormals exact
-    return (x.alu(Ops.SUB, x) != 0.0).where(x.const_like(math.nan), ret)  # inf - inf and nan - nan are nan
+    return ret
 
 
 def _in_wide_float(fn: Callable[[UOp], UOp]) -> Callable[[UOp], UOp]:
