@@ -21,12 +21,13 @@ import pytest
 from zeptograd import Context, Device, Tensor
 from zeptograd.codegen import get_program
 from zeptograd.codegen.heuristic import hand_coded_opts
+from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import KernelInfo, Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
 from zeptograd.dtype import dtypes
 from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.schedule.kernelize import create_schedule
-from zeptograd.uop.ops import Ops
+from zeptograd.uop.ops import Ops, UOp
 
 
 def _kernel(t: Tensor, device: str = "CPU"):
@@ -357,6 +358,7 @@ def test_avx2_width_when_avx512_is_turned_off(tmp_path):
 import numpy as np
 from zeptograd import Device, Tensor
 from zeptograd.codegen.heuristic import hand_coded_opts
+from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import Opt, OptOps
 from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.dtype import dtypes
@@ -413,3 +415,27 @@ def test_lanes_of_a_vector_load_are_read_as_scalars():
     np.testing.assert_allclose(got, g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
     tg, tx = Tensor(g, device="PYTHON").realize(), Tensor(x, device="PYTHON").realize()
     np.testing.assert_array_equal(run_plan(tg.T @ tx, list(program.opts), "PYTHON"), got)
+
+
+def _evaluate_lanes(u: UOp) -> list[bool]:
+    """The lanes of a graph of CONST, VECTORIZE, GEP and OR, evaluated directly."""
+    if u.op is Ops.CONST:
+        return [bool(u.arg)]
+    if u.op is Ops.VECTORIZE:
+        return [lane for s in u.src for lane in _evaluate_lanes(s)]
+    if u.op is Ops.GEP:
+        lanes = _evaluate_lanes(u.src[0])
+        return [lanes[i] for i in u.arg]
+    assert u.op is Ops.OR, u.op
+    return [a or b for a, b in zip(*(_evaluate_lanes(s) for s in u.src))]
+
+
+@pytest.mark.parametrize("width", range(1, 10))
+def test_any_lane_sees_every_lane(width: int):
+    """A RARE branch runs when any lane of its condition is true (lowering._any_lane halves the vector): every
+    lane counts, the last one of an odd width too, and no lane true means no branch."""
+    for lane in [None, *range(width)]:
+        consts = [UOp.const(dtypes.bool, i == lane) for i in range(width)]
+        cond = UOp(Ops.VECTORIZE, dtypes.bool.vec(width), tuple(consts)) if width > 1 else consts[0]
+        any_lane = _any_lane(cond)
+        assert any_lane.dtype is dtypes.bool and _evaluate_lanes(any_lane) == [lane is not None]

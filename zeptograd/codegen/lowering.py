@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from zeptograd.dtype import AddrSpace, DType, dtypes
@@ -72,11 +73,14 @@ RARE = "rare"
 
 def _any_lane(cond: UOp) -> UOp:
     """A scalar bool: is any lane of `cond` true?"""
-    while cond.dtype.count > 1:
-        half = cond.dtype.count // 2
+    odd_lanes = []  # the last lane of a vector of odd width, ORed in at the end
+    while (count := cond.dtype.count) > 1:
+        half = count // 2
+        if count % 2:
+            odd_lanes.append(cond.gep(count - 1))
         low, high = (UOp(Ops.GEP, cond.dtype.scalar().vec(half), (cond,), tuple(range(i, i + half))) for i in (0, half))
-        cond = low.alu(Ops.OR, high)
-    return cond
+        cond = low.alu(Ops.OR, high)  # log2(n) vector ORs, not n lane extractions
+    return functools.reduce(lambda a, b: a.alu(Ops.OR, b), odd_lanes, cond)
 
 
 def rare_to_branch(ctx: AccumulatorContext, w: UOp) -> UOp:
