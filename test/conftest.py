@@ -56,11 +56,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With `DEVICE` naming another compiled device (`DEVICE=LLVM pytest ...`), the tests parametrized over the
-    CPU device run on that device instead (their ids still say CPU): the op suite runs on any backend."""
-    from zeptograd.runtime.device import Device
+    CPU device run on that device instead (their ids still say CPU): the op suite runs on any backend. A device
+    that cannot run here (`DEVICE=WEBGPU` without a Vulkan driver) skips every test, saying what to install."""
+    from zeptograd.runtime.device import Device, DeviceUnavailable
 
     target = Device.DEFAULT
     if target in ("CPU", "PYTHON"):
+        return
+    try:
+        Device.canonicalize(target)
+    except DeviceUnavailable as e:
+        skip = pytest.mark.skip(reason=f"DEVICE={target} cannot run here: {e}")
+        for item in items:
+            item.add_marker(skip)
         return
     for item in items:
         spec = getattr(item, "callspec", None)
