@@ -138,6 +138,31 @@ def test_select_of_zero_keeps_its_sign():
     assert not np.signbit(got[3:5]).any()
 
 
+def test_two_sum_is_not_folded():
+    # (a + b) - a was folded to b: a two-sum's error term came out 0 (sin's reduction lost its low part)
+    a = rng.standard_normal(4096).astype(np.float32)
+    b = (rng.standard_normal(4096) * 1e-3).astype(np.float32)
+
+    def two_sum_error(a, b):
+        s = a + b
+        bb = s - a
+        return (a - (s - bb)) + (b - bb)
+
+    want = two_sum_error(a, b)
+    assert (want != 0).mean() > 0.9
+    np.testing.assert_array_equal(two_sum_error(Tensor(a, device=DEV), Tensor(b, device=DEV)).numpy(), want)
+
+
+def test_sum_of_products_keeps_its_order():
+    # z + (x*y + u*v) was fused into fma(x, y, fma(u, v, z)): the products here are exact (12-bit operands), so
+    # only the order of the sums can make a difference (sin's r + (r**3 * p + r_lo * (1 - r**2/2)))
+    z = rng.standard_normal(4096).astype(np.float32)
+    x, y, u, v = (rng.integers(-2048, 2048, 4096).astype(np.float32) * np.float32(2.0**-12) for _ in range(4))
+    u = u * np.float32(2.0**-10)
+    t = [Tensor(a, device=DEV) for a in (z, x, y, u, v)]
+    np.testing.assert_array_equal((t[0] + (t[1] * t[2] + t[3] * t[4])).numpy(), z + (x * y + u * v))
+
+
 # the float32 forms of the ops that compute through float64 on devices that have it (codegen/demote.py)
 A = (rng.standard_normal(20000) * 100).astype(np.float32)
 B = (rng.standard_normal(20000) * 3).astype(np.float32)
