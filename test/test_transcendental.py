@@ -16,12 +16,16 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from zeptograd import Device, Tensor
+from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import full_rewrite, get_program
+from zeptograd.codegen.transcendental import Target, decompositions, target_of, xsin
+from zeptograd.helpers import Context
+from zeptograd.renderer.wgsl import WGSLRenderer
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_python import PythonProgram
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.uop import Ops
+from zeptograd.uop.rewrite import graph_rewrite
 
 # the decomposed kernels are hundreds of nodes each: round-tripping every graph through pyrender (conftest.py) in
 # every test would add 15 s here; the special-value tests keep it on for each decomposition
@@ -280,3 +284,101 @@ def test_sin_takes_a_branch_for_large_arguments():
     (item,) = create_schedule([x.sin().uop], ["CPU"])[0]
     program = full_rewrite(item.ast, Device["CPU"].renderer)
     assert sum(u.op is Ops.IF for u in program) == 1  # |x| >= 2**20 (and inf, nan): Payne-Hanek
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# targets without a fused multiply-add or without 64-bit integers (WEBGPU has neither): sin's reductions for them,
+# run on the CPU and the PYTHON device, so they are checked where WEBGPU is missing (test_webgpu.py runs them there)
+
+
+def near_half_pi() -> np.ndarray:
+    """The float32 values nearest k*pi/2 for k up to 2**23 and their neighbours, both signs, and the largest floats
+    (16367173 * 2**72 is the float32 nearest a multiple of pi/2, relative to its size)."""
+    k = np.concatenate([np.arange(1, 3000), np.random.default_rng(7).integers(3000, 1 << 23, 3000)])
+    near = (k * (math.pi / 2)).astype(np.float32)
+    x = np.concatenate([near, np.nextafter(near, np.float32(0)), np.nextafter(near, np.float32(np.inf))])
+    largest = np.arange(0x7F7FFFFF - 2000, 0x7F7FFFFF + 1, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, largest, np.array([1e10, 3e30, 16367173 * 2.0**72], np.float32)])
+    return np.concatenate([x, -x])
+
+
+TARGETS = {
+    "no fused fma": Target(fused_mulacc=False),
+    "no int64": Target(int64=False),
+    "neither": Target(fused_mulacc=False, int64=False),
+}
+
+
+def on_target(x: np.ndarray, op: str, target: Target, device: str = "CPU") -> np.ndarray:
+    """sin, cos or tan (sin / cos) of float32 `x` with the reductions `target` gets, as arithmetic on `device`."""
+    t = Tensor(x, device=device)
+
+    def sin(quadrant: int) -> Tensor:
+        return t._elementwise(lambda u: xsin(u, quadrant, target))
+
+    return (sin(0) / sin(1) if op == "tan" else sin(int(op == "cos"))).numpy()
+
+
+def test_target_of_renderers():
+    assert target_of(None) == Target() == target_of(Device["CPU"].renderer) == target_of(Device["PYTHON"].renderer)
+    assert target_of(WGSLRenderer()) == Target(fused_mulacc=False, int64=False)
+
+
+def test_decompositions_without_a_target_are_the_default():
+    x = Tensor(np.linspace(-3, 3, 16, dtype=np.float32)).realize()
+    (item,) = create_schedule([x.sin().uop], ["CPU"])[0]
+    assert graph_rewrite(item.ast, decompositions) is graph_rewrite(item.ast, decompositions, Target())
+    assert graph_rewrite(item.ast, decompositions) is not graph_rewrite(item.ast, decompositions, TARGETS["neither"])
+
+
+@no_roundtrip
+@pytest.mark.parametrize("op", ["sin", "cos", "tan"])
+def test_wgsl_program_has_no_64_bit_integers(op: str):
+    """The WGSL renderer's sin, cos and tan compile (they used 64-bit integers: UnsupportedDType), with no int64."""
+    x = Tensor(np.linspace(-3, 3, 64, dtype=np.float32)).realize()
+    target = target_of(WGSLRenderer())
+    out = {"sin": x.sin(), "cos": x._elementwise(lambda u: xsin(u, 1, target))}.get(op)
+    if out is None:
+        out = x.sin() / x._elementwise(lambda u: xsin(u, 1, target))
+    for item in create_schedule([out.uop], ["CPU"])[0]:
+        program = get_program(item.ast, WGSLRenderer())
+        assert not {u.dtype.scalar() for u in program.uops} & {dtypes.int64, dtypes.uint64}
+        assert "Payne" not in program.src  # a program, not an error message
+
+
+@no_roundtrip
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("op", ["sin", "cos", "tan"])
+def test_reductions_without_fma_or_int64(op: str, target: str):
+    """The whole float32 range and the values nearest multiples of pi/2: sin and cos within 1 ulp (0.85 measured);
+    tan, sin / cos, within its bound of 3 (the two errors and one more rounding: 2.21 measured, 1.98 with the
+    CPU's own reductions)."""
+    x = np.concatenate([sweep32(200_000, -149, 128, 18), near_half_pi()])
+    bound = 3 if op == "tan" else 1
+    assert max_ulp(on_target(x, op, TARGETS[target]), ref64(getattr(np, op), x)) <= bound
+
+
+@no_roundtrip
+@pytest.mark.parametrize("op", ["sin", "cos"])
+def test_fma_free_reductions_with_products_rounded(op: str):
+    """No product the FMA-free reductions add is inexact, so they hold whether a device fuses a*b + c (MULACC on
+    the CPU) or rounds the product first (NOOPT: no MULACC at all), as WGSL may; every float32 in a window on each
+    side of 2**20, where Payne-Hanek takes over, included."""
+    edge = np.float32(2.0**20).view(np.uint32)
+    window = np.arange(edge - 20_000, edge + 20_000, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([sweep32(100_000, -30, 30, 19), near_half_pi(), window])
+    with Context(NOOPT=1):
+        assert max_ulp(on_target(x, op, TARGETS["neither"]), ref64(getattr(np, op), x)) <= 1
+
+
+@no_roundtrip
+@pytest.mark.parametrize("op", ["sin", "cos"])
+def test_python_device_runs_the_reductions_without_fma_or_int64(op: str):
+    """The PYTHON device interprets the same arithmetic: within 1 ulp, and the CPU's result bit for bit."""
+    x = np.concatenate([sweep32(150, -149, 128, 20), near_half_pi()[::100]])
+    target = TARGETS["neither"]
+    python = on_target(x, op, target, "PYTHON")
+    assert max_ulp(python, ref64(getattr(np, op), x)) <= 1
+    cpu = on_target(x, op, target, "CPU")
+    np.testing.assert_array_equal(np.isnan(cpu), np.isnan(python))
+    np.testing.assert_array_equal(cpu[~np.isnan(cpu)].view(np.uint32), python[~np.isnan(cpu)].view(np.uint32))

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_transcendental import max_ulp, near_half_pi, on_target, ref64, sweep32
 
 from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import UnsupportedDType, get_program
+from zeptograd.codegen.transcendental import target_of
+from zeptograd.helpers import Context
 from zeptograd.renderer.wgsl import WGSLRenderer, launch_grid
 from zeptograd.schedule.kernelize import create_schedule
 
@@ -136,6 +139,86 @@ def test_select_of_zero_keeps_its_sign():
     got = Tensor(x, device=DEV).sign().numpy()
     np.testing.assert_array_equal(got, np.sign(x))
     assert not np.signbit(got[3:5]).any()
+
+
+def test_two_sum_is_not_folded():
+    # (a + b) - a was folded to b: a two-sum's error term came out 0 (sin's reduction lost its low part)
+    a = rng.standard_normal(4096).astype(np.float32)
+    b = (rng.standard_normal(4096) * 1e-3).astype(np.float32)
+
+    def two_sum_error(a, b):
+        s = a + b
+        bb = s - a
+        return (a - (s - bb)) + (b - bb)
+
+    want = two_sum_error(a, b)
+    assert (want != 0).mean() > 0.9
+    np.testing.assert_array_equal(two_sum_error(Tensor(a, device=DEV), Tensor(b, device=DEV)).numpy(), want)
+
+
+def test_sum_of_products_keeps_its_order():
+    # z + (x*y + u*v) was fused into fma(x, y, fma(u, v, z)): the products here are exact (12-bit operands), so
+    # only the order of the sums can make a difference (sin's r + (r**3 * p + r_lo * (1 - r**2/2)))
+    z = rng.standard_normal(4096).astype(np.float32)
+    x, y, u, v = (rng.integers(-2048, 2048, 4096).astype(np.float32) * np.float32(2.0**-12) for _ in range(4))
+    u = u * np.float32(2.0**-10)
+    t = [Tensor(a, device=DEV) for a in (z, x, y, u, v)]
+    np.testing.assert_array_equal((t[0] + (t[1] * t[2] + t[3] * t[4])).numpy(), z + (x * y + u * v))
+
+
+# sin, cos and tan: WGSL has no 64-bit integers and its fma need not be fused, so the reductions are exact
+# products and two-sums below 2**20 and Payne-Hanek in 32-bit integers beyond (codegen/transcendental.py)
+
+
+def test_sin_uses_the_targets_reductions():
+    assert target_of(Device[DEV].renderer) == target_of(WGSLRenderer())
+    assert not target_of(WGSLRenderer()).fused_mulacc and not target_of(WGSLRenderer()).int64
+
+
+@pytest.mark.parametrize("op, bound", [("sin", 1), ("cos", 1), ("tan", 3)])
+def test_sin_cos_tan_whole_range(op: str, bound: int):
+    """The whole float32 range (both signs, 0, -0, denormals, inf, nan), the values nearest multiples of pi/2
+    and the largest floats, against numpy in float64: sin and cos within 1 ulp (0.85 measured), tan = sin / cos
+    within its bound of 3 (1.95 measured)."""
+    x = np.concatenate([sweep32(200_000, -149, 128, 22), near_half_pi()])
+    assert max_ulp(getattr(Tensor(x, device=DEV), op)().numpy(), ref64(getattr(np, op), x)) <= bound
+
+
+def test_sin_cos_special_values():
+    tiny = np.float32(2.0**-149)
+    x = np.array([0.0, -0.0, tiny, -tiny, 1e-20, -3e-39, np.inf, -np.inf, np.nan], np.float32)
+    s, c, t = (getattr(Tensor(x, device=DEV), op)().numpy() for op in ("sin", "cos", "tan"))
+    np.testing.assert_array_equal(s[:6], x[:6])  # sin(x) = x where x**3/6 is below half an ulp: denormals exact
+    np.testing.assert_array_equal(np.signbit(s[:6]), np.signbit(x[:6]))
+    np.testing.assert_array_equal(t[:6], x[:6])
+    assert (c[:6] == 1).all() and np.isnan(s[6:]).all() and np.isnan(c[6:]).all() and np.isnan(t[6:]).all()
+
+
+def _contracts() -> bool:
+    """Whether this adapter's driver fuses a*b + c on its own (a GPU's may; lavapipe does not)."""
+    x = Tensor(np.full(4, 1 + 2.0**-12, np.float32), device=DEV)
+    with Context(NOOPT=1):  # no MULACC: a plain product and sum
+        return bool((x * x - float(np.float32(1 + 2.0**-11))).numpy()[0] != 0)
+
+
+@pytest.mark.parametrize("op", ["sin", "cos"])
+def test_sin_is_the_ir_bit_for_bit(op: str):
+    """With no MULACC (NOOPT) and a driver that does not contract, WEBGPU computes the IR's arithmetic exactly as
+    the CPU and the PYTHON device do: every bit, so no optimizer fold is left in the two-sums and the integer
+    Payne-Hanek (the renderer's guards)."""
+    if _contracts():
+        pytest.skip("the driver fuses a*b + c on its own: its roundings are not the IR's")
+    x = np.concatenate([sweep32(50_000, -149, 128, 23), near_half_pi()])
+    target = target_of(WGSLRenderer())
+    with Context(NOOPT=1):
+        got = getattr(Tensor(x, device=DEV), op)().numpy()
+        cpu = on_target(x, op, target)
+        python = on_target(x[::200], op, target, "PYTHON")
+    fin = ~np.isnan(cpu)
+    np.testing.assert_array_equal(np.isnan(got), ~fin)
+    np.testing.assert_array_equal(got[fin].view(np.uint32), cpu[fin].view(np.uint32))
+    fin = fin[::200]
+    np.testing.assert_array_equal(got[::200][fin].view(np.uint32), python[fin].view(np.uint32))
 
 
 # the float32 forms of the ops that compute through float64 on devices that have it (codegen/demote.py)

@@ -10,7 +10,8 @@ passes when SPEC=1):
    applied to its loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1`
    (opt.py, heuristic.py). On a GPU-style device the output loops then become work-group indices (gpudims.py).
 2. `decompositions`: EXP2, LOG2 and SIN become range reduction and polynomials (transcendental.py), so they
-   vectorize like any arithmetic (for every target but the PYTHON device, which computes them exactly).
+   vectorize like any arithmetic (for every target but the PYTHON device, which computes them exactly). SIN's
+   reductions are those the renderer's target can run (a fused multiply-add, 64-bit ints: `target_of`).
 3. `expand`: upcast and unrolled lanes become vector dtypes (VECTORIZE / GEP; expander.py).
 4. `devectorize`: vectors narrowed to what the target renders, contiguous accesses as vector LOAD/STORE
    (devectorizer.py).
@@ -48,7 +49,7 @@ from zeptograd.codegen.lowering import (
 )
 from zeptograd.codegen.narrowfloat import lower_narrow_floats
 from zeptograd.codegen.opt import Opt, OptError, OptOps, applied_opts, apply_opts, ast_name, max_local
-from zeptograd.codegen.transcendental import decompositions
+from zeptograd.codegen.transcendental import decompositions, target_of
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import BEAM, DEBUG, NOOPT, SPEC
 from zeptograd.uop.ops import GroupOp, Ops, UOp
@@ -127,9 +128,10 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
         sink = gpu_dims(sink)
     _check(sink, "after opt")
     # EXP2 LOG2 SIN -> arithmetic, before expand so the polynomials become vector code; a target that has them
-    # (the PYTHON device: exact math) keeps the ops
+    # (the PYTHON device: exact math) keeps the ops. SIN's reductions depend on the target (fused multiply-add,
+    # 64-bit integers)
     if not getattr(renderer, "native_transcendentals", False):
-        sink = graph_rewrite(sink, decompositions, name="decompositions")
+        sink = graph_rewrite(sink, decompositions, target_of(renderer), name="decompositions")
     sink = expand(sink)
     _check(sink, "after expand")
     sink = devectorize(sink, renderer.max_lanes if renderer is not None else lambda op, dt: 1)

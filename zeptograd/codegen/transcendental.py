@@ -2,8 +2,8 @@
 
 A libm call (exp2f, log2f, sinf) cannot be vectorized, and the C library and the PYTHON device compute it
 differently. These rules replace each op with ALU ops, CAST and BITCAST only, so every device runs the same
-arithmetic (bit for bit) and a vectorizer can widen it. SQRT stays an op: it is one IEEE-exact instruction
-everywhere (C's sqrtf vectorizes).
+arithmetic (bit for bit; sin's reductions are those its `Target` can run, below) and a vectorizer can widen it.
+SQRT stays an op: it is one IEEE-exact instruction everywhere (C's sqrtf vectorizes).
 
 float32 and float64 have their own constants; float16 (and any other narrow float) computes in float32 and
 rounds once at the end. Measured against numpy in float64 (long double for float64), the largest errors are
@@ -23,11 +23,21 @@ float64; test/test_transcendental.py holds them to 2 ulp.
   Larger arguments, inf and nan are computed only for the vectors where some lane needs them: a WHERE marked
   RARE, which `lowering.rare_to_branch` turns into a branch on "any lane" (every lane of a vector still takes
   the same instructions, so it vectorizes). There float32 uses `_reduce_payne_hanek_f32` (the mantissa times
-  a window of the bits of 2/pi in 64-bit integers: exact for any |x| >= 2**20; a target without 64-bit
-  integers needs a 32-bit version of it). float64 uses Cody-Waite while |k| < 2**30 (|x| < 1.6e9): k split
-  into a high and a low part and pi/2 into parts short enough that every product with either is exact, the
-  differences accumulated with two-sums, so r comes out as a pair (hi, lo) exact to far below an ulp of r;
-  beyond, a documented fallback (rounded products, r clamped: a value in [-1, 1], not an accurate sine).
+  a window of the bits of 2/pi in 64-bit integers: exact for any |x| >= 2**20). float64 uses Cody-Waite while
+  |k| < 2**30 (|x| < 1.6e9): k split into a high and a low part and pi/2 into parts short enough that every
+  product with either is exact, the differences accumulated with two-sums, so r comes out as a pair (hi, lo)
+  exact to far below an ulp of r (`_cody_waite`); beyond, a documented fallback (rounded products, r clamped:
+  a value in [-1, 1], not an accurate sine).
+- sin on a target that lacks what those need (`Target`, read off the renderer by `target_of` and passed to the
+  rewrite as its ctx; without one, the default Target, every device's but WEBGPU's). Where MULACC is not a fused
+  multiply-add (WGSL's fma may round its product, lavapipe's does), the common case reduces by Cody-Waite
+  (`_reduce_two_sums`: k by the same 1.5 * 2**mant rounding, then `_cody_waite`); no product it adds is
+  inexact, so a device that contracts a*b + c on its own computes the same. Where there are no 64-bit integers
+  (WGSL), Payne-Hanek multiplies 16-bit limbs in 32-bit integers (`_reduce_payne_hanek_f32_u32`): the same 62
+  bits of x*2/pi mod 1 as the 64-bit version, made into floats in exact pieces. On the WEBGPU device
+  (lavapipe) sin and cos are within 0.85 ulp over a sweep of the whole float32 range, and the CPU running the
+  same reductions agrees bit for bit (with no MULACC on either); checked on every float32 below 2**20: at most
+  0.905 ulp there (0.895 on the CPU, whose MULACCs are fused).
 
 The polynomials: the float32 ones are fits made for this module (relative-error least squares on Chebyshev
 nodes, reweighted towards minimax (Lawson), each coefficient rounded to float32 in turn and the rest refitted
@@ -39,12 +49,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from zeptograd.codegen.lowering import RARE
 from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a decomposition may assume of the device it compiles for (`target_of` reads it off a renderer).
+
+    >>> target_of(None), target_of(None) == Target()
+    (Target(fused_mulacc=True, int64=True), True)
+    """
+
+    fused_mulacc: bool = True  # MULACC rounds once (a fused multiply-add): every renderer but WGSL's
+    int64: bool = True  # 64-bit integer arithmetic
+
+
+def target_of(renderer: Any) -> Target:
+    """The `Target` of a renderer: `renderer.fused_mulacc` (default True) and whether `supported_dtypes()` has
+    int64. No renderer (a rewrite run on its own) is the default Target: every compiled device but WEBGPU."""
+    if renderer is None:
+        return Target()
+    supported = renderer.supported_dtypes() if hasattr(renderer, "supported_dtypes") else None
+    return Target(getattr(renderer, "fused_mulacc", True), supported is None or dtypes.int64 in supported)
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # constants
@@ -342,20 +376,18 @@ def _quadrant(k: UOp, fmt: _Format) -> UOp:
     return _sub(k, (k * 0.25).trunc() * 4.0).cast(fmt.bits.vec(k.dtype.count)) & 3
 
 
-def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
-    """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (an int), |r| <= pi/4 (a little more where
-    x*2/pi rounds), for |k| < 2**k_bits. k is split into k_hi (a multiple of 2**k_split) and k_lo (|k_lo| <
-    2**k_split), and every part of pi/2 has few enough bits that k_hi * part and k_lo * part are exact; the sum
-    of the products is taken from x with two-sums, whose errors are kept in r_lo."""
-    k_any = _floor(x * fmt.two_over_pi + 0.5)
-    inside = x.const_like(-(2.0**fmt.k_bits)) < k_any
-    inside = inside & (k_any < 2.0**fmt.k_bits)  # NaN and inf: False
-    k = inside.where(k_any, x.const_like(0.0))
+def _cody_waite(x: UOp, k: UOp, fmt: _Format) -> tuple[UOp, UOp]:
+    """(r_hi, r_lo) = x - k*pi/2 for an integer k (a float), |k| < 2**k_bits, with no fused multiply-add. k is
+    split into k_hi (a multiple of 2**k_split) and k_lo (|k_lo| < 2**k_split), and every part of pi/2 has few
+    enough bits that k_hi * part and k_lo * part are exact; the sum of the products is taken from x with
+    two-sums, whose errors are kept in r_lo. No product is rounded, so a device that contracts a*b+c into a
+    fused multiply-add (or not) computes the same."""
     scale = 2.0**fmt.k_split
     k_hi = (k * (1 / scale)).trunc() * scale  # k_lo has the sign of k: the first differences stay exact
     k_lo = _sub(k, k_hi)
     p = fmt.half_pi
-    # the first two differences are exact (see test_transcendental: the reduction is checked to the last bit)
+    # the first two differences are exact: each is a multiple of the last bit of x or of p[0] (the finer), and
+    # below 2**(mant+1) times it
     s = _sub(_sub(x, k_hi * p[0]), k_lo * p[0])
     err = x.const_like(0.0)
     for part in p[1:-1]:
@@ -366,8 +398,20 @@ def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
     err = err + e
     r_hi = s + err
     r_lo = _sub(err, _sub(r_hi, s))  # Fast2Sum: |err| is below an ulp of s
+    return r_hi, r_lo
+
+
+def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
+    """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (an int), |r| <= pi/4 (a little more where
+    x*2/pi rounds), for |k| < 2**k_bits (`_cody_waite`); beyond, a fallback (float64 only)."""
+    k_any = _floor(x * fmt.two_over_pi + 0.5)
+    inside = x.const_like(-(2.0**fmt.k_bits)) < k_any
+    inside = inside & (k_any < 2.0**fmt.k_bits)  # NaN and inf: False
+    k = inside.where(k_any, x.const_like(0.0))
+    r_hi, r_lo = _cody_waite(x, k, fmt)
     # beyond 2**k_bits (float64 only; float32 has Payne-Hanek there), a documented fallback: the same parts with
     # rounded products, r clamped to the reduced range. Not accurate, but a sine of something near x, in [-1, 1]
+    p = fmt.half_pi
     finite = _sub(x, x) == 0.0
     k_far = finite.where(k_any, x.const_like(0.0))
     r_far = x
@@ -376,6 +420,17 @@ def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
     r_far = (r_far < -1.0).where(r_far.const_like(-1.0), (r_far > 1.0).where(r_far.const_like(1.0), r_far))
     q = _quadrant(inside.where(k, k_far), fmt)
     return q, inside.where(r_hi, r_far), inside.where(r_lo, x.const_like(0.0))
+
+
+def _reduce_two_sums(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
+    """`_reduce_fma`'s (q, r_hi, r_lo) for |x| < 2**k_fma without a fused multiply-add: k = round(x*2/pi) by
+    adding 1.5 * 2**mant (q from the sum's low bits; whether the product is rounded first does not matter, k
+    only has to be near x*2/pi), then `_cody_waite`. Other lanes get garbage, never used."""
+    magic = 1.5 * 2.0**fmt.mant
+    shifted = x * fmt.two_over_pi + magic
+    k = _sub(shifted, magic)
+    q = shifted.bitcast(_int_like(x, fmt)) & 3
+    return q, *_cody_waite(x, k, fmt)
 
 
 # Payne-Hanek for float32: the bits of 2/pi, after 5 zero bits (so that a window may start before its first
@@ -396,17 +451,31 @@ def _split12(x: UOp) -> tuple[UOp, UOp]:
     return a, _sub(x, a)
 
 
+def _ph_window(x: UOp) -> tuple[UOp, UOp, UOp]:
+    """(mantissa, word, offset) for Payne-Hanek: the 24-bit mantissa of |x| (int32), and where the window of
+    |x| starts in the padded 2/pi: `word` of `_TWO_OVER_PI_WORDS` (0 to 3) and `offset` bits into it."""
+    bits = x.bitcast(dtypes.int32.vec(x.dtype.count)) & 0x7FFFFFFF
+    mant = (bits & 0x7FFFFF) | 0x800000
+    start = _sub(bits >> 23, 152 - _PH_PAD)
+    start = (start < 0).where(start.const_like(0), (start > _PH_LAST).where(start.const_like(_PH_LAST), start))
+    return mant, start >> 5, start & 31
+
+
+def _signed(x: UOp, q: UOp, r_hi: UOp, r_lo: UOp) -> tuple[UOp, UOp, UOp]:
+    """The reduction of x from that of |x|: for a negative x, k and r change sign (q becomes -q mod 4)."""
+    negative = x < 0.0
+    q = negative.where(_sub(q.const_like(4), q) & 3, q)
+    return q, negative.where(-r_hi, r_hi), negative.where(-r_lo, r_lo)
+
+
 def _reduce_payne_hanek_f32(x: UOp) -> tuple[UOp, UOp, UOp]:
     """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (int32), |r| <= pi/4, for float32 |x| >= 2**20
     (any size: the product of x's 24-bit mantissa and a 96-bit window of the bits of 2/pi, in 64-bit
     integers, gives x*2/pi mod 4 to 62 bits; the bits of 2/pi before the window only add multiples of 4)."""
     count = x.dtype.count
     i32, u64, i64 = dtypes.int32.vec(count), dtypes.uint64.vec(count), dtypes.int64.vec(count)
-    bits = x.bitcast(i32) & 0x7FFFFFFF
-    mant = ((bits & 0x7FFFFF) | 0x800000).cast(u64)
-    start = _sub(bits >> 23, 152 - _PH_PAD)
-    start = (start < 0).where(start.const_like(0), (start > _PH_LAST).where(start.const_like(_PH_LAST), start))
-    word, offset = start >> 5, (start & 31).cast(u64)
+    mant32, word, offset32 = _ph_window(x)
+    mant, offset = mant32.cast(u64), offset32.cast(u64)
     words = _TWO_OVER_PI_WORDS
 
     def window(i: int) -> UOp:
@@ -434,9 +503,69 @@ def _reduce_payne_hanek_f32(x: UOp) -> tuple[UOp, UOp, UOp]:
     r_hi = f_hi * (p_a + p_b)
     err = _sub(f_a * p_a, r_hi) + f_a * p_b + f_b * p_a + f_b * p_b
     r_lo = err + (f_hi * p_c + f_lo * (p_a + p_b))
-    negative = x < 0.0
-    q = negative.where(_sub(q.const_like(4), q) & 3, q)
-    return q, negative.where(-r_hi, r_hi), negative.where(-r_lo, r_lo)
+    return _signed(x, q, r_hi, r_lo)
+
+
+def _reduce_payne_hanek_f32_u32(x: UOp) -> tuple[UOp, UOp, UOp]:
+    """`_reduce_payne_hanek_f32` in 32-bit integers, for a target without 64-bit ones. The same window of 2/pi
+    as six 16-bit limbs, times the mantissa as two limbs (16 and 8 bits), column by column: a product of two
+    limbs fits in 32 bits, a column (at most four halves of products and a carry) in 19, and the carries are
+    propagated up. The columns from 2**96 on (multiples of 4 in x*2/pi) are left out; the 64 bits below them and
+    above 2**32 are the 64-bit version's t2 and t1, so q and the 62-bit fraction are the same. The fraction then
+    becomes three exact floats (24, 24 and 14 bits), summed by a two-sum; its product with pi/2 is taken from
+    exact partial products and a two-sum: no rounded product is subtracted from another (Dekker's product
+    does), so a device that contracts a*b+c into a fused multiply-add computes the same."""
+    count = x.dtype.count
+    i32, u32 = dtypes.int32.vec(count), dtypes.uint32.vec(count)
+    mant32, word, offset32 = _ph_window(x)
+    mant, offset = mant32.cast(u32), offset32.cast(u32)
+    words = _TWO_OVER_PI_WORDS
+
+    def word_at(j: int) -> UOp:
+        # word `word + j` of the padded 2/pi
+        w = [UOp.const(u32, words[n + j]) for n in range(4)]
+        return (word == 0).where(w[0], (word == 1).where(w[1], (word == 2).where(w[2], w[3])))
+
+    chosen = [word_at(j) for j in range(4)]
+    # window word i: bits start + 32*i .. start + 32*i + 31, the second shift in two steps, neither of them by
+    # 32 bits (undefined in C; WGSL takes the amount mod 32)
+    window = [(chosen[i] << offset) | ((chosen[i + 1] >> 1) >> _sub(offset.const_like(31), offset)) for i in range(3)]
+    limbs = [half for w in window for half in (w >> 16, w & 0xFFFF)]  # limb j weighs 2**(16 * (5 - j))
+    columns: list[list[UOp]] = [[] for _ in range(6)]  # column c weighs 2**(16 * c)
+    for j, limb in enumerate(limbs):
+        for m, up_by in ((mant & 0xFFFF, 0), (mant >> 16, 1)):
+            c = 5 - j + up_by
+            if c > 5:
+                continue
+            product = m * limb
+            columns[c].append(product & 0xFFFF)
+            if c < 5:
+                columns[c + 1].append(product >> 16)
+    digits: list[UOp] = []
+    carry: UOp | None = None
+    for column in columns:
+        total = column[0]
+        for term in column[1:] + ([carry] if carry is not None else []):
+            total = total + term
+        digits.append(total & 0xFFFF)
+        carry = total >> 16
+    d2, d3, d4, d5 = digits[2:]  # bits 32 .. 95 of the product; x*2/pi mod 4 is the product times 2**-94
+    up = (d5 >> 13) & 1  # the fraction is at least 1/2: round k up, the fraction becomes negative
+    q = ((d5 >> 14) + up).cast(i32) & 3
+    dt = x.dtype
+    # the fraction (bits 32 .. 93) in pieces of 24, 24 and 14 bits, each exact as a float; minus 1 if rounded up
+    # (exact: the piece is at least 1/2 then)
+    f2 = _sub((((d5 & 0x3FFF) << 10) | (d4 >> 6)).cast(dt) * 2.0**-24, up.cast(dt))
+    f1 = (((d4 & 0x3F) << 18) | (d3 << 2) | (d2 >> 14)).cast(dt) * 2.0**-48
+    f0 = (d2 & 0x3FFF).cast(dt) * 2.0**-62
+    f_hi, e = _two_sum(f2, f1)
+    f_lo = e + f0
+    # (f_a + f_b + f_lo) * (p_a + p_b + p_c): the products of 12-bit parts are exact, the rest 2**-24 smaller
+    p_a, p_b, p_c = _PH_HALF_PI
+    f_a, f_b = _split12(f_hi)
+    r_hi, e = _two_sum(f_a * p_a, f_a * p_b + f_b * p_a)
+    r_lo = e + (f_b * p_b + f_hi * p_c + f_lo * (p_a + p_b))
+    return _signed(x, q, r_hi, r_lo)
 
 
 def _sin_reduced(q: UOp, r: UOp, r_lo: UOp, quadrant: int) -> UOp:
@@ -459,18 +588,24 @@ def _rarely(cond: UOp, rare: UOp, common: UOp) -> UOp:
     return UOp(Ops.WHERE, common.dtype, (cond, rare, common), RARE)
 
 
-def xsin(x: UOp, quadrant: int = 0) -> UOp:
-    """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1."""
+def xsin(x: UOp, quadrant: int = 0, target: Target = Target()) -> UOp:
+    """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1, with the
+    reductions `target` can run."""
     fmt = FORMATS[x.dtype.scalar()]
-    # float32: Payne-Hanek (any size); float64: Cody-Waite with a split k, a fallback beyond 1.6e9
-    far = _reduce_payne_hanek_f32(x) if fmt is F32 else _reduce_cody_waite(x, fmt)
+    # float32: Payne-Hanek (any size; in 32-bit integers where there are no 64-bit ones); float64: Cody-Waite
+    # with a split k, a fallback beyond 1.6e9
+    if fmt is F32:
+        far = _reduce_payne_hanek_f32(x) if target.int64 else _reduce_payne_hanek_f32_u32(x)
+    else:
+        far = _reduce_cody_waite(x, fmt)
     ret = _sin_reduced(*far, quadrant)
     ret = (x.alu(Ops.SUB, x) != 0.0).where(x.const_like(math.nan), ret)  # inf - inf and nan - nan are nan
-    # the common case, |x| < 2**k_fma, reduces with three fused multiply-adds; larger arguments (and nan, inf)
-    # take the branch
+    # the common case, |x| < 2**k_fma, reduces with three fused multiply-adds, or exact products and two-sums
+    # where MULACC is not fused; larger arguments (and nan, inf) take the branch
     bound = 2.0**fmt.k_fma
     common = x * x < bound * bound
-    ret = _rarely(common.logical_not(), ret, _sin_reduced(*_reduce_fma(x, fmt), quadrant))
+    near = _reduce_fma(x, fmt) if target.fused_mulacc else _reduce_two_sums(x, fmt)
+    ret = _rarely(common.logical_not(), ret, _sin_reduced(*near, quadrant))
     if quadrant == 0:
         tiny = 2.0 ** (-(fmt.mant + 3) // 2)  # sin(x) rounds to x: x**3/6 is below half an ulp of x
         ret = (x * x < tiny * tiny).where(x, ret)  # keeps the sign of 0 and the denormals exact
@@ -502,6 +637,12 @@ def _in_float32(fn: Callable[[UOp], UOp]) -> Callable[[UOp], UOp]:
     return wrapper
 
 
+def _sin(x: UOp, ctx: Target | None) -> UOp:
+    """xsin for the rewrite's Target (its ctx; none: the default)."""
+    return _in_wide_float(lambda v: xsin(v, target=ctx or Target()))(x)
+
+
+# the rewrite's ctx is the Target of the device compiled for (`target_of(renderer)`); SIN needs it
 decompositions = PatternMatcher(
     [
         # EXP2(x) -> 2**round(x) (from bits) * 2**f (polynomial)
@@ -513,6 +654,6 @@ decompositions = PatternMatcher(
         # LOG2(x) -> exponent (from bits) + log2(mantissa) (atanh series)
         (UPat(Ops.LOG2, src=(UPat.var("x"),)), _in_wide_float(xlog2), "log2 -> exponent + polynomial"),
         # SIN(x) -> +-sin(r) or +-cos(r), x = k*pi/2 + r
-        (UPat(Ops.SIN, src=(UPat.var("x"),)), _in_wide_float(xsin), "sin -> reduction + polynomial"),
+        (UPat(Ops.SIN, src=(UPat.var("x"),)), _sin, "sin -> reduction + polynomial"),
     ]
 )

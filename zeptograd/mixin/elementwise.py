@@ -40,11 +40,12 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from zeptograd.codegen.transcendental import xsin
+from zeptograd.codegen.transcendental import target_of, xsin
 from zeptograd.dtype import DType, category, dtypes, result_type
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError, DTypeError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
+from zeptograd.runtime.device import Device
 from zeptograd.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -1013,7 +1014,9 @@ class ElementwiseMixin:
         >>> Tensor([0.0]).cos().tolist()
         [1.0]
         """
-        return self._elementwise(lambda x: xsin(x, quadrant=1))
+        # built here, not by the compiler: the reductions are those of the device's renderer
+        target = target_of(Device[self.device].renderer)
+        return self._elementwise(lambda x: xsin(x, quadrant=1, target=target))
 
     @_float_math
     def tan(self) -> Tensor:

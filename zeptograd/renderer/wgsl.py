@@ -19,6 +19,16 @@ is kept as the bytes every device uses (one per element, 0 or 1), seen by the ke
 read takes the element's byte out of its word, a write clears and sets it with atomicAnd / atomicOr (two
 work-items may write neighbouring bytes of one word at once). Vectors are not rendered (`max_lanes` is 1).
 
+sin, cos and tan compute with the reductions of a target without 64-bit ints and without a fused multiply-add
+(`fused_mulacc = False`: WGSL's fma may round its product, lavapipe's does; codegen/transcendental.py): within
+1 ulp of numpy's float64 over the whole float32 range (0.85 measured on lavapipe), tan = sin / cos within 3.
+
+WGSL lets a compiler assume fast math, and lavapipe's does. Where its folds would change a result the library
+relies on, the renderer writes the IEEE value out (x != x, x - x, division by zero) or passes an operand through
+`| opaque_zero`, an identity on its bits that the compiler cannot prove: the constant shifts of (x + c1) - c2,
+the sum in (a + b) - a (a two-sum's error term), the inner sum of z + (x*y + u*v) (fused into two fmas, z + u*v
+first) and the 0.0 of select (see `_kept_operands`).
+
 >>> WGSLRenderer().const(1.5, dtypes.float32), WGSLRenderer().const(-3, dtypes.int32)
 ('1.5f', '-3i')
 """
@@ -91,6 +101,9 @@ class WGSLRenderer(CRenderer):
     # WGSL has no way to forbid contraction: a driver may fuse a*b+c into an FMA (lavapipe does), so a product
     # and a sum are not always rounded twice as on the other devices (test_backends.py knows)
     may_contract = True
+    # WGSL's fma need not be fused (its accuracy is that of a*b + c) and lavapipe's is not: sin reduces without
+    # one (codegen/transcendental.py)
+    fused_mulacc = False
 
     def supported_dtypes(self) -> frozenset[DType]:
         """bool, int32, uint32 and float32: WGSL has no 64-bit types and no 8- or 16-bit storage.
@@ -256,13 +269,11 @@ class WGSLRenderer(CRenderer):
             # x - x is the library's finiteness test (0 for a finite x, NaN for inf and NaN), but lavapipe's
             # optimizer assumes no infinities and folds it to 0: its IEEE value, from the exponent bits
             return _minus_itself(src[0]), False
-        shifted = op in (Ops.ADD, Ops.SUB) and dtypes.is_float(dt)
-        if shifted and (_const_shifted(u.src[0], u.src[1]) or _const_shifted(u.src[1], u.src[0])):
-            # (x + c1) - c2: the optimizer reassociates it into x + (c1 - c2), losing the rounding of x + c1 that
-            # the library's cancellation tricks rely on (log1p's (1 + x) - 1): the inner sum through an identity
-            # on its bits that the optimizer cannot see through
-            inner_second = _const_shifted(u.src[1], u.src[0])
-            a, b = (src[0], self._opaque(src[1])) if inner_second else (self._opaque(src[0]), src[1])
+        if op in (Ops.ADD, Ops.SUB) and dtypes.is_float(dt) and any(kept := _kept_operands(u)):
+            # lavapipe's optimizer would rewrite this sum and lose a rounding the library relies on (see
+            # _kept_operands): the operands it would look into go through an identity on their bits that it cannot
+            # see through
+            a, b = (self._opaque(x) if keep else x for keep, x in zip(kept, src))
             return f"({a} {_INFIX[op]} {b})", False
         if op is Ops.WHERE and dtypes.is_float(dt) and any(_is_zero(s) for s in u.src[1:]):
             # the optimizer turns select(-1.0, 0.0, c) into -f32(c), a -0.0 where c is false: the +0.0 opaque
@@ -310,6 +321,31 @@ def _const_shifted(inner: UOp, outer: UOp) -> bool:
     outer) would be reassociated."""
     shifts = inner.op in (Ops.ADD, Ops.SUB) or (inner.op is Ops.MULACC and inner.src[2].op is Ops.CONST)
     return outer.op is Ops.CONST and shifts and any(s.op is Ops.CONST for s in inner.src)
+
+
+def _kept_operands(u: UOp) -> tuple[bool, bool]:
+    """Which operands of the float sum or difference `u` to keep from lavapipe's optimizer, which assumes fast math:
+    - (x + c1) - c2 is reassociated into x + (c1 - c2), losing the rounding of x + c1 that the library's
+      cancellation tricks rely on (log1p's (1 + x) - 1): the inner sum;
+    - (a + b) - a is folded to b, but a two-sum takes it to measure the rounding of a + b: the sum;
+    - z + (x*y + u*v) is fused into fma(x, y, fma(u, v, z)): z + u*v is rounded before x*y is added, which loses a
+      small term summed first on purpose (sin's r + (r**3 * p + r_lo * (1 - r**2/2))): the inner sum."""
+    x, y = u.src
+    first = _const_shifted(x, y) or (u.op is Ops.SUB and _addend_of(y, x)) or _sum_of_products(x)
+    return first, _const_shifted(y, x) or _sum_of_products(y)
+
+
+def _sum_of_products(s: UOp) -> bool:
+    """`s` is x*y + u*v (or minus), fused or not."""
+    if s.op is Ops.MULACC:
+        return s.src[2].op in (Ops.MUL, Ops.MULACC)
+    return s.op in (Ops.ADD, Ops.SUB) and all(x.op in (Ops.MUL, Ops.MULACC) for x in s.src)
+
+
+def _addend_of(a: UOp, s: UOp) -> bool:
+    """`s` is a float sum with `a` as an addend: a + b, a - b or x*y + a."""
+    addends = {Ops.ADD: s.src, Ops.SUB: s.src[:1], Ops.MULACC: s.src[2:]}.get(s.op, ())
+    return any(x is a for x in addends)
 
 
 def _is_zero(u: UOp) -> bool:
