@@ -308,14 +308,15 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
     if matmul and (tc := _tensor_core_opts(ast, renderer, max_local)):
         return tc
     shared = getattr(renderer, "has_shared", True)  # local memory to group a reduction in (not Triton's)
+    # a GPU's threads read interleaved (coalesced); a CPU driver's work-items (PoCL, lavapipe) each a contiguous run
+    interleave = scalar_only and not getattr(renderer, "runs_on_cpu", False)
     if shared and reds and outputs < GROUP_MAX_OUTPUTS and reds[-1].src[0].arg >= GROUP_MIN_REDUCE:
-        # few outputs: a group shares each reduction (a GPU's threads interleaved, coalesced; PoCL's work-items
-        # each a contiguous run, as a CPU core reads)
-        if scalar_only:
+        # few outputs: a group shares each reduction
+        if interleave:
             ast = _group(ast, opts, OptOps.GROUP, (256, 128, 64, 32, 16, 8, 4, 2), max_local)
         else:
             ast = _group(ast, opts, OptOps.GROUPTOP, (GROUP_SIZE, 8, 4, 2), max_local)
-    elif shared and scalar_only and contiguous and not matmul and reds[-1].src[0].arg >= GPU_GROUP_MIN_REDUCE:
+    elif shared and interleave and contiguous and not matmul and reds[-1].src[0].arg >= GPU_GROUP_MIN_REDUCE:
         # a row reduced along contiguous memory: a block a row, its threads reading it interleaved (coalesced)
         ast = _group(ast, opts, OptOps.GROUP, (256, 128, 64, 32), max_local)
     grouped = bool(opts)

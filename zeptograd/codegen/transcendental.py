@@ -600,7 +600,7 @@ def xsin(x: UOp, quadrant: int = 0, target: Target = Target()) -> UOp:
         far = _reduce_cody_waite(x, fmt)
     ret = _sin_reduced(*far, quadrant)
     ret = (x.alu(Ops.SUB, x) != 0.0).where(x.const_like(math.nan), ret)  # inf - inf and nan - nan are nan
-    # the common case, |x| < 2**k_fma, reduces with three fused multiply-adds, or exact products and two-sums
+    # the common case, |x| < 2**k_fma, reduces with fused multiply-adds, or exact products and two-sums
     # where MULACC is not fused; larger arguments (and nan, inf) take the branch
     bound = 2.0**fmt.k_fma
     common = x * x < bound * bound

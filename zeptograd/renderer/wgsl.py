@@ -104,6 +104,8 @@ class WGSLRenderer(CRenderer):
     # WGSL's fma need not be fused (its accuracy is that of a*b + c) and lavapipe's is not: sin reduces without
     # one (codegen/transcendental.py)
     fused_mulacc = False
+    # set by the device when its adapter is a CPU (lavapipe): the heuristic then plans as for PoCL
+    runs_on_cpu = False
 
     def supported_dtypes(self) -> frozenset[DType]:
         """bool, int32, uint32 and float32: WGSL has no 64-bit types and no 8- or 16-bit storage.

@@ -155,6 +155,8 @@ class WebGPUDevice:
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         self.allocator = WebGPUAllocator(self.device, usage)
         self.renderer = WGSLRenderer()
+        # a CPU adapter (lavapipe) runs a work-group's invocations on one core: plans for a CPU, not a GPU
+        self.renderer.runs_on_cpu = adapter.info.get("adapter_type") == "CPU"
         self._pipelines: dict[str, Any] = {}
         self._fence: int | None = None  # a word of device memory that synchronize() reads
 
