@@ -485,6 +485,10 @@ def test_half_kernel_without_fp16_reads_and_writes_bits(no_fp16):
     same_bits(t.flip(0).contiguous().bitcast(dtypes.uint16).numpy(), patterns[::-1])
     values = ~np.isnan(patterns.view(H))
     same_bits((t * 1).bitcast(dtypes.uint16).numpy()[values], patterns[values])
+    # padding and a bitcast to a smaller dtype read through gated loads, their fallback read as bits
+    x = np.linspace(-3, 3, 12).astype(H)
+    same_bits(on_cl_and_cpu(lambda t: t.pad(((2, 1),), value=-1.5), x), np.pad(x, (2, 1), constant_values=-1.5))
+    same_bits(on_cl_and_cpu(lambda t: t.bitcast(dtypes.uint8), x), x.view(np.uint8))
     items, _ = create_schedule([(cl(np.ones(4, H)).realize() * 3).uop], ["CL"])
     src = get_program(items[-1].ast, no_fp16.renderer).src
     assert "__global ushort* restrict data0" in src and "half" not in src and "cl_khr_fp16" not in src

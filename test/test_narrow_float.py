@@ -9,7 +9,8 @@ import pytest
 
 from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
-from zeptograd.dtype import NARROW_FLOATS, least_upper_dtype
+from zeptograd.codegen.narrowfloat import const_bits
+from zeptograd.dtype import FLOAT16_BITS, NARROW_FLOATS, least_upper_dtype
 from zeptograd.renderer.cstyle import CRenderer
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.schedule.kernelize import create_schedule
@@ -222,6 +223,30 @@ def test_copies_keep_every_bit_pattern(dt, tdt, bits):
     np.testing.assert_array_equal(t.flip(0).contiguous().bitcast(storage).numpy(), patterns[::-1])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dt, tdt, bits", FORMATS, ids=IDS)
+def test_padded_and_split_loads(device, dt, tdt, bits):
+    # padding reads through a gated load, whose fallback (a narrow zero) is read as the storage's bits; a bitcast to
+    # a smaller dtype reads each element twice through such loads (both once failed: a bfloat16 fallback in C)
+    x = np.linspace(-3, 3, 12).astype(np.float32)
+    stored = torch.from_numpy(x).to(tdt)
+    got = Tensor(x, dtype=dt, device=device).pad(((2, 1),), value=-1.0)
+    _same(got.numpy(), torch.nn.functional.pad(stored.float(), (2, 1), value=-1.0).to(tdt).float().numpy())
+    if dt.itemsize == 2:
+        raw = stored.view(bits).numpy().view(np.uint8)
+        np.testing.assert_array_equal(Tensor(x, dtype=dt, device=device).bitcast(dtypes.uint8).numpy(), raw)
+
+
+@pytest.mark.parametrize("dt, tdt, bits", FORMATS, ids=IDS)
+def test_const_bits_of_every_value(dt, tdt, bits):
+    fmt = NARROW_FLOATS[dt]
+    patterns = torch.arange(2 ** (8 * fmt.storage.itemsize)).to(bits)
+    values = patterns.view(tdt).float().numpy()
+    keep = ~np.isnan(values)
+    got = [const_bits(float(v), fmt) for v in values[keep]]
+    np.testing.assert_array_equal(got, patterns.numpy()[keep])
+
+
 # *** float16 emulated as a narrow float (IEEE binary16 bits), as on OpenCL without cl_khr_fp16 ***
 
 
@@ -243,6 +268,14 @@ def _emulated(out: Tensor) -> np.ndarray:
         b.allocate()
     Device["CPU"].runner(program)(bufs)
     return bufs[0].numpy()
+
+
+def test_float16_const_bits_of_every_value():
+    patterns = np.arange(2**16, dtype=np.int64).astype(np.uint16)
+    values = patterns.view(np.float16)
+    keep = ~np.isnan(values)
+    got = [const_bits(float(v), FLOAT16_BITS) for v in values[keep]]
+    np.testing.assert_array_equal(got, patterns[keep])
 
 
 def test_float16_decode_of_every_bit_pattern_is_numpys():

@@ -29,6 +29,7 @@ dtypes.uint16
 from __future__ import annotations
 
 import functools
+import math
 import struct
 from collections.abc import Iterable, Mapping
 
@@ -158,6 +159,37 @@ def _storage_pointer(index: UOp, fmts: Formats) -> UOp:
     return index.replace(dtype=bits, src=(g.replace(dtype=bits), *index.src[1:]))
 
 
+def const_bits(value: float, fmt: NarrowFloat) -> int:
+    """The format's bits of `value`, one of its values (a narrow CONST is rounded to its dtype when it is made).
+
+    >>> hex(const_bits(-1.5, FLOAT16_BITS)), hex(const_bits(2.0**-24, FLOAT16_BITS))
+    ('0xbe00', '0x1')
+    """
+    width = 8 * fmt.storage.itemsize
+    sign = 1 << (width - 1) if math.copysign(1.0, value) < 0 else 0
+    inf = ((1 << fmt.exponent) - 1) << fmt.mantissa
+    if math.isnan(value):  # the quiet pattern (all ones for a format without infinity)
+        return (1 << (width - 1)) - 1 if fmt.finite else inf | 1 << (fmt.mantissa - 1)
+    if math.isinf(value):
+        return sign | inf
+    m, e = math.frexp(abs(value))  # |value| = m * 2**e, 1/2 <= m < 1
+    if value == 0 or e - 1 < 1 - fmt.bias:  # zero or subnormal: a multiple of the least subnormal
+        return sign | int(abs(value) * 2.0 ** (fmt.bias - 1 + fmt.mantissa))
+    return sign | (e - 1 + fmt.bias) << fmt.mantissa | int((2 * m - 1) * 2**fmt.mantissa)
+
+
+def _storage_load(ld: UOp, fmts: Formats) -> UOp:
+    """LOAD(p: narrow*, ...) as the LOAD of the storage bits: a gated load's fallback value becomes its bits."""
+    fmt = fmts[ld.dtype]
+
+    def bits(s: UOp) -> UOp:
+        if s.dtype is not ld.dtype:
+            return s
+        return UOp.const(fmt.storage, const_bits(s.arg, fmt)) if s.op is Ops.CONST else _bits_of(s, fmts)
+
+    return ld.replace(dtype=fmt.storage, src=(_storage_pointer(ld.src[0], fmts), *map(bits, ld.src[1:])))
+
+
 def _pointee(u: UOp, fmts: Formats) -> NarrowFloat | None:
     return fmts.get(u.dtype.base) if isinstance(u.dtype, PtrDType) else None
 
@@ -168,8 +200,7 @@ def _widen(x: UOp, fmts: Formats) -> UOp:
     if x.op is Ops.CONST:
         return UOp.const(F32, x.arg)
     if x.op is Ops.LOAD:
-        bits = x.replace(dtype=fmt.storage, src=(_storage_pointer(x.src[0], fmts), *x.src[1:]))
-        return decode(bits, fmt)
+        return decode(_storage_load(x, fmts), fmt)
     if x.op is Ops.BITCAST:
         return decode(x.src[0].bitcast(fmt.storage), fmt)
     if x.op is Ops.CAST:
@@ -187,7 +218,7 @@ def _bits_of(x: UOp, fmts: Formats) -> UOp:
     another dtype's bits (every bit pattern kept, NaN payloads too), else encoded from its float32 value."""
     fmt = fmts[x.dtype]
     if x.op is Ops.LOAD:
-        return x.replace(dtype=fmt.storage, src=(_storage_pointer(x.src[0], fmts), *x.src[1:]))
+        return _storage_load(x, fmts)
     if x.op is Ops.BITCAST:
         return x.src[0].bitcast(fmt.storage)
     return encode(_wide(x), fmt)
