@@ -1,9 +1,12 @@
 """The CL device (OpenCL C through pyopencl; PoCL on the CPU here): the source it renders, GPU-style launches
 (work-group indices, LOCAL and GROUP opts with local memory and a barrier), every dtype the device supports,
-copies, assignment, a training step and BEAM, each against numpy or torch. The whole op suite runs on it with
-`DEVICE=CL pytest test/test_tensor_*.py`."""
+copies, assignment, a training step and BEAM, each against numpy or torch; float16 on a device opened without
+cl_khr_fp16 (stored as half, computed in float, rounded per op) bit for bit against numpy's float16 and the CPU
+device's. The whole op suite runs on it with `DEVICE=CL pytest test/test_tensor_*.py`."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
@@ -200,13 +203,24 @@ def test_every_supported_dtype_against_numpy(dtype: DType):
     close(cl(a).max(axis=1), a.max(axis=1))
 
 
-def test_missing_dtype_is_refused_naming_device_and_dtype():
-    renderer = Device["CL"].renderer
-    lacking = [d for d in (dtypes.float16, dtypes.float64) if d not in renderer.supported_dtypes()]
-    if not lacking:
-        pytest.skip("this OpenCL device has every dtype")
-    with pytest.raises(UnsupportedDType, match=f"CL device does not support {lacking[0]!r}"):
-        (cl(np.ones(3, np.float32)).cast(lacking[0]) + 1).realize()
+def cl_opened_without(monkeypatch: pytest.MonkeyPatch, *extensions: str) -> Any:
+    """The CL device, for this test, opened as if it lacked `extensions` (so the test means the same on a device
+    that has them), with no program compiled for the device as it was reused (realize caches them by name)."""
+    from zeptograd.engine import realize
+    from zeptograd.runtime.ops_cl import CLDevice
+
+    dev = CLDevice(without=frozenset(extensions))
+    monkeypatch.setitem(Device._opened, "CL", dev)
+    monkeypatch.setattr(realize, "_programs", {})
+    return dev
+
+
+def test_missing_dtype_is_refused_naming_device_and_dtype(monkeypatch):
+    renderer = cl_opened_without(monkeypatch, "cl_khr_fp64", "cl_khr_fp16").renderer
+    # double needs cl_khr_fp64; half is stored by every OpenCL device (computed in float without cl_khr_fp16)
+    assert dtypes.float64 not in renderer.supported_dtypes() and dtypes.float16 in renderer.supported_dtypes()
+    with pytest.raises(UnsupportedDType, match=f"CL device does not support {dtypes.float64!r}"):
+        (cl(np.ones(3, np.float32)).cast(dtypes.float64) + 1).realize()
 
 
 def test_bitcast_and_casts_use_opencl_spellings():
@@ -278,3 +292,203 @@ def test_debug4_prints_the_opencl_source(capsys):
     text = capsys.readouterr().out
     assert "__kernel void " in text and "fma(" in text
     np.testing.assert_array_equal(out, (a.astype(np.float64) * 3.25 + 1).astype(np.float32))  # fma: one rounding
+
+
+# *** float16 on a device without cl_khr_fp16: stored as half, computed in float, rounded per op ***
+
+
+@pytest.fixture
+def no_fp16(monkeypatch):
+    """The CL device opened as if it lacked cl_khr_fp16 (PoCL here lacks it anyway)."""
+    dev = cl_opened_without(monkeypatch, "cl_khr_fp16")
+    # the test must fail, not skip (conftest skips on UnsupportedDType), where half is refused
+    assert dtypes.float16 in dev.renderer.supported_dtypes()
+    assert dev.renderer.emulated_floats == frozenset({dtypes.float16})
+    return dev
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return a.view(f"uint{8 * a.itemsize}") if a.dtype.kind == "f" else a
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def on_cl_and_cpu(fn, *arrays: np.ndarray, either_zero: np.ndarray | None = None) -> np.ndarray:
+    """fn on CL tensors of `arrays`, checked bit for bit against the same ops on the CPU device (its float16 is the
+    hardware's: _Float16 in C), but for the lanes `either_zero`, where a zero of either sign is right."""
+    got = fn(*(Tensor(a, device="CL") for a in arrays))
+    assert got.device == "CL"
+    out = got.numpy()
+    cpu = fn(*(Tensor(a, device="CPU") for a in arrays)).numpy()
+    same_bits(*drop_sign_of_zero(out, cpu, either_zero))
+    return out
+
+
+def drop_sign_of_zero(got: np.ndarray, want: np.ndarray, lanes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """got and want with the zeros in `lanes` made +0.0, where both are zeros there."""
+    if lanes is None:
+        return got, want
+    assert (got[lanes] == 0).all() and (want[lanes] == 0).all()
+    got, want = got.copy(), want.copy()
+    got[lanes] = want[lanes] = 0
+    return got, want
+
+
+H = np.float16
+TINY = 2.0**-24  # the least float16 subnormal
+# pairs (a, b) whose sums and products land on ties, in the subnormals, at the overflow threshold, on signed zeros
+SPECIAL_PAIRS = [
+    (1.0, 2.0**-11),  # 1 + 2**-11: a tie, to 1 (even)
+    (1 + 2.0**-10, 2.0**-11),  # a tie, to 1 + 2**-9 (even)
+    (2048.0, 1.0),  # 2049: a tie, to 2048
+    (2050.0, 1.0),  # 2051: a tie, to 2052
+    (65504.0, 16.0),  # 65520: the overflow tie, to inf
+    (65504.0, 8.0),  # 65512: back to 65504
+    (-65504.0, -16.0),
+    (300.0, 300.0),  # 90000: overflow
+    (TINY, TINY),
+    (3 * TINY, 0.5),  # 1.5 units: a tie, to 2 units
+    (TINY, 0.5),  # half a unit: a tie, to 0
+    (2.0**-12, 2.0**-13),  # 2**-25: to 0
+    (2.0**-14, -TINY),  # the least normal less a unit: the largest subnormal
+    (-0.0, -0.0),
+    (0.0, -0.0),
+    (-0.0, 5.0),
+    (np.inf, -np.inf),
+    (np.inf, 2.0),
+    (-np.inf, 0.0),
+    (np.nan, 1.0),
+    (-3.0, 0.0),
+    (1023 * TINY, 3.0),
+]
+
+
+def half_pairs() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(23)
+    scale = 2.0 ** rng.integers(-20, 12, (2, 500))
+    a, b = (rng.standard_normal((2, 500)) * scale).astype(H)
+    special_a, special_b = np.array(SPECIAL_PAIRS, np.float64).T.astype(H)
+    return np.concatenate([a, special_a, special_b]), np.concatenate([b, special_b, special_a])
+
+
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        ("add", lambda a, b: a + b),
+        ("sub", lambda a, b: a - b),
+        ("mul", lambda a, b: a * b),
+        ("div", lambda a, b: a / b),
+        ("neg", lambda a, b: -a),
+        ("sqrt", lambda a, b: a.sqrt() if isinstance(a, Tensor) else np.sqrt(a)),
+        ("exp", lambda a, b: a.exp() if isinstance(a, Tensor) else np.exp(a)),
+        ("maximum", lambda a, b: a.maximum(b) if isinstance(a, Tensor) else np.maximum(a, b)),
+        ("where", lambda a, b: (a < b).where(a, b) if isinstance(a, Tensor) else np.where(a < b, a, b)),
+    ],
+)
+@np.errstate(all="ignore")
+def test_half_ops_without_fp16_are_numpys(no_fp16, name, fn):
+    a, b = half_pairs()
+    # max(0.0, -0.0) may be either zero (IEEE 754's maxNum): MAX is commutative, and which operand it returns on a
+    # tie depends on the order the IR keeps them in (on every device and dtype; numpy's float32 and float16 differ)
+    zero_tie = (a == 0) & (b == 0) & (np.signbit(a) != np.signbit(b)) if name == "maximum" else None
+    got = on_cl_and_cpu(fn, a, b, either_zero=zero_tie)
+    want = fn(a, b)
+    assert want.dtype == H
+    same_bits(*drop_sign_of_zero(got, want, zero_tie))
+
+
+@np.errstate(all="ignore")
+def test_half_comparisons_without_fp16(no_fp16):
+    a, b = half_pairs()
+    for fn in (lambda x, y: x < y, lambda x, y: x == y, lambda x, y: x != y, lambda x, y: x >= y):
+        same_bits(on_cl_and_cpu(fn, a, b), fn(a, b))
+
+
+@np.errstate(all="ignore")
+def test_half_casts_without_fp16(no_fp16):
+    a = np.concatenate(half_pairs())
+    rng = np.random.default_rng(29)
+    # float32 around every float16 tie and across the range, float64 just off ties (a float64 rounds once)
+    wide32 = (rng.standard_normal(3000) * 2.0 ** rng.integers(-30, 20, 3000)).astype(np.float32)
+    mids = (a.astype(np.float32) + np.nextafter(a, H(np.inf)).astype(np.float32)) / 2
+    f32 = np.concatenate([wide32, mids, np.nextafter(mids, np.float32(0)), [65519.996, 65520, 1e6, -0.0, np.nan]])
+    f64 = np.concatenate([mids.astype(np.float64) * (1 + 2.0**-40), mids.astype(np.float64) * (1 - 2.0**-40)])
+    ints = np.array([0, 1, -1, 2049, 2051, 4097, 65504, 65519, 65520, -65536, 100000, 2**31 - 1], np.int32)
+    finite = a[np.isfinite(a)]
+    same_bits(on_cl_and_cpu(lambda x: x.cast(dtypes.float32), a), a.astype(np.float32))
+    same_bits(on_cl_and_cpu(lambda x: x.cast(dtypes.float64), a), a.astype(np.float64))
+    same_bits(on_cl_and_cpu(lambda x: x.cast(dtypes.float16), f32), f32.astype(H))
+    same_bits(on_cl_and_cpu(lambda x: x.cast(dtypes.float16), f64), f64.astype(H))
+    same_bits(on_cl_and_cpu(lambda x: x.cast(dtypes.float16), ints), ints.astype(H))
+    same_bits(on_cl_and_cpu(lambda x: x.cast(dtypes.int32), finite), finite.astype(np.int32))
+    same_bits(on_cl_and_cpu(lambda x: x.cast(dtypes.bool), a), a.astype(np.bool_))
+    same_bits(on_cl_and_cpu(lambda x: (x > 0).cast(dtypes.float16), a), (a > 0).astype(H))
+    same_bits(on_cl_and_cpu(lambda x: x.bitcast(dtypes.int16), a), a.view(np.int16))
+    assert (f64.astype(np.float32).astype(H) != f64.astype(H)).any()  # the float64 cases are the hard ones
+
+
+def test_fused_half_chain_rounds_every_op(no_fp16):
+    rng = np.random.default_rng(31)
+    a, b, c = (rng.standard_normal((3, 64, 33)) * 8).astype(H)
+    ta, tb, tc = (Tensor(x, device="CL").realize() for x in (a, b, c))
+    GlobalCounters.reset()
+    got = ((ta * tb + tc) / (tb.abs() + 1) - ta).sqrt().numpy()
+    assert GlobalCounters.kernel_count == 1
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt((a * b + c) / (np.abs(b) + H(1)) - a)  # numpy rounds each op to float16
+        same_bits(got, want)
+        same_bits(got, ((Tensor(a) * Tensor(b) + Tensor(c)) / (Tensor(b).abs() + 1) - Tensor(a)).sqrt().numpy())
+        # computed in float32 and rounded once, many differ: the per-op rounding is what is tested
+        once = np.sqrt((a.astype(np.float32) * b + c) / (np.abs(b.astype(np.float32)) + 1) - a).astype(H)
+    assert (bits(once) != bits(want)).sum() > 100
+
+
+def exact_halves(shape: tuple[int, ...], scale: int, seed: int) -> np.ndarray:
+    """k / scale for integers |k| <= 2 * scale: float16 values whose float32 sums (and sums of float16 products)
+    here are exact, so that every order of adding gives the same float32 and one rounding to float16."""
+    return (np.random.default_rng(seed).integers(-2 * scale, 2 * scale + 1, shape) / scale).astype(H)
+
+
+def test_half_sum_and_max_without_fp16(no_fp16):
+    # the CPU device sums float16 in float32 and rounds once (mixin/reduce.py): so does CL, its sum exact here
+    a = exact_halves((37, 300), 512, 37)
+    want = a.astype(np.float32).sum(axis=1).astype(H)
+    same_bits(on_cl_and_cpu(lambda x: x.sum(axis=1), a), want)
+    # the float32 sums are exact (float64's), so adding in any order gives them
+    same_bits(want, a.sum(axis=1, dtype=np.float64).astype(H))
+    same_bits(on_cl_and_cpu(lambda x: x.sum(), a), a.astype(np.float32).sum(keepdims=False).astype(H))
+    same_bits(on_cl_and_cpu(lambda x: x.max(axis=0), a), a.max(axis=0))
+    long = exact_halves((4, 8192), 1024, 41)  # a long row: the heuristic groups it across work-items
+    items, _ = create_schedule([cl(long).realize().sum(axis=1).uop], ["CL"])
+    (plan,) = [get_program(item.ast, no_fp16.renderer).opts for item in items if item.ast is not None]
+    assert any(o.op in (OptOps.GROUP, OptOps.GROUPTOP) for o in plan), plan
+    same_bits(on_cl_and_cpu(lambda x: x.sum(axis=1), long), long.astype(np.float32).sum(axis=1).astype(H))
+
+
+def test_half_matmul_without_fp16(no_fp16):
+    # the product is float16 (rounded), the sum float32 (exact here), the result rounded once (mixin/functional.py)
+    a, b = exact_halves((16, 64), 64, 43), exact_halves((64, 24), 64, 47)
+    products = (a.astype(np.float32)[:, :, None] * b.astype(np.float32)[None, :, :]).astype(H)
+    want = products.astype(np.float32).sum(axis=1).astype(H)
+    got = on_cl_and_cpu(lambda x, y: x @ y, a, b)
+    same_bits(got, want)
+    assert (products != a[:, :, None].astype(np.float32) * b[None, :, :]).any()  # the products do round
+
+
+def test_half_kernel_without_fp16_reads_and_writes_bits(no_fp16):
+    patterns = np.arange(2**16, dtype=np.int64).astype(np.uint16)
+    t = Tensor(patterns, device="CL").bitcast(dtypes.float16)
+    # a copy moves bits (NaN payloads too); arithmetic keeps every value, the sign of zero, infinities and denormals
+    same_bits(t.flip(0).contiguous().bitcast(dtypes.uint16).numpy(), patterns[::-1])
+    values = ~np.isnan(patterns.view(H))
+    same_bits((t * 1).bitcast(dtypes.uint16).numpy()[values], patterns[values])
+    # padding and a bitcast to a smaller dtype read through gated loads, their fallback read as bits
+    x = np.linspace(-3, 3, 12).astype(H)
+    same_bits(on_cl_and_cpu(lambda t: t.pad(((2, 1),), value=-1.5), x), np.pad(x, (2, 1), constant_values=-1.5))
+    same_bits(on_cl_and_cpu(lambda t: t.bitcast(dtypes.uint8), x), x.view(np.uint8))
+    items, _ = create_schedule([(cl(np.ones(4, H)).realize() * 3).uop], ["CL"])
+    src = get_program(items[-1].ast, no_fp16.renderer).src
+    assert "__global ushort* restrict data0" in src and "half" not in src and "cl_khr_fp16" not in src

@@ -7,8 +7,13 @@ The oracle is torch: its conversions (`.to(torch.bfloat16)`, `float8_e4m3fn`, `f
 import numpy as np
 import pytest
 
-from zeptograd import Tensor, dtypes
-from zeptograd.dtype import NARROW_FLOATS, least_upper_dtype
+from zeptograd import Device, Tensor, dtypes
+from zeptograd.codegen import get_program
+from zeptograd.codegen.narrowfloat import const_bits
+from zeptograd.dtype import FLOAT16_BITS, NARROW_FLOATS, least_upper_dtype
+from zeptograd.renderer.cstyle import CRenderer
+from zeptograd.runtime.buffer import buffer_for
+from zeptograd.schedule.kernelize import create_schedule
 
 torch = pytest.importorskip("torch")
 
@@ -216,3 +221,120 @@ def test_copies_keep_every_bit_pattern(dt, tdt, bits):
     t = Tensor(patterns).bitcast(dt)
     np.testing.assert_array_equal(t.contiguous().bitcast(storage).numpy(), patterns)
     np.testing.assert_array_equal(t.flip(0).contiguous().bitcast(storage).numpy(), patterns[::-1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dt, tdt, bits", FORMATS, ids=IDS)
+def test_padded_and_split_loads(device, dt, tdt, bits):
+    # padding reads through a gated load, whose fallback (a narrow zero) is read as the storage's bits; a bitcast to
+    # a smaller dtype reads each element twice through such loads (both once failed: a bfloat16 fallback in C)
+    x = np.linspace(-3, 3, 12).astype(np.float32)
+    stored = torch.from_numpy(x).to(tdt)
+    got = Tensor(x, dtype=dt, device=device).pad(((2, 1),), value=-1.0)
+    _same(got.numpy(), torch.nn.functional.pad(stored.float(), (2, 1), value=-1.0).to(tdt).float().numpy())
+    if dt.itemsize == 2:
+        raw = stored.view(bits).numpy().view(np.uint8)
+        np.testing.assert_array_equal(Tensor(x, dtype=dt, device=device).bitcast(dtypes.uint8).numpy(), raw)
+
+
+@pytest.mark.parametrize("dt, tdt, bits", FORMATS, ids=IDS)
+def test_const_bits_of_every_value(dt, tdt, bits):
+    fmt = NARROW_FLOATS[dt]
+    patterns = torch.arange(2 ** (8 * fmt.storage.itemsize)).to(bits)
+    values = patterns.view(tdt).float().numpy()
+    keep = ~np.isnan(values)
+    got = [const_bits(float(v), fmt) for v in values[keep]]
+    np.testing.assert_array_equal(got, patterns.numpy()[keep])
+
+
+# *** float16 emulated as a narrow float (IEEE binary16 bits), as on OpenCL without cl_khr_fp16 ***
+
+
+class HalfAsBits(CRenderer):
+    """The C renderer with float16 emulated as OpenCL without cl_khr_fp16 has it, so that the encode and decode of
+    codegen/narrowfloat.py run as C on the CPU device (whose own float16 is the hardware's)."""
+
+    emulated_floats = frozenset({dtypes.float16})
+
+
+def _emulated(out: Tensor) -> np.ndarray:
+    """`out`, one kernel over realized inputs, compiled for HalfAsBits and run on the CPU device."""
+    items, _ = create_schedule([out.uop], ["CPU"])
+    (item,) = [i for i in items if i.ast is not None]
+    program = get_program(item.ast, HalfAsBits())
+    assert "_Float16" not in program.src  # no half arithmetic: the bits are ushorts, the values floats
+    bufs = [buffer_for(b) for b in item.bufs]
+    for b in bufs:
+        b.allocate()
+    Device["CPU"].runner(program)(bufs)
+    return bufs[0].numpy()
+
+
+def test_float16_const_bits_of_every_value():
+    patterns = np.arange(2**16, dtype=np.int64).astype(np.uint16)
+    values = patterns.view(np.float16)
+    keep = ~np.isnan(values)
+    got = [const_bits(float(v), FLOAT16_BITS) for v in values[keep]]
+    np.testing.assert_array_equal(got, patterns[keep])
+
+
+def test_float16_decode_of_every_bit_pattern_is_numpys():
+    patterns = np.arange(2**16, dtype=np.int64).astype(np.uint16)
+    got = _emulated(Tensor(patterns).realize().bitcast(dtypes.float16).cast(dtypes.float32)).view(np.uint32)
+    want = patterns.view(np.float16).astype(np.float32).view(np.uint32)
+    # numpy widens a signalling NaN as it is; IEEE 754 hardware (and the CPU device) quiets it: the one difference
+    nan = ((patterns & 0x7C00) == 0x7C00) & ((patterns & 0x3FF) != 0)
+    signalling = nan & ((patterns & 0x200) == 0)
+    assert signalling.sum() == 2 * 511
+    want[signalling] |= 0x400000
+    np.testing.assert_array_equal(got, want)
+
+
+def _float16_midpoints() -> np.ndarray:
+    """Every positive float32 halfway between two adjacent float16 values, from the subnormals to 65520 (halfway
+    from 65504 to 65536, where infinity starts)."""
+    below = np.arange(0, 0x7C00, dtype=np.int64).astype(np.uint16).view(np.float16).astype(np.float32)
+    above = np.arange(1, 0x7C01, dtype=np.int64).astype(np.uint16).view(np.float16).astype(np.float32)
+    above[-1] = 65536.0
+    return (below + above) / 2  # exact: a float16 has 11 bits, a float32 24
+
+
+def _float16_ties() -> np.ndarray:
+    """The midpoints and the float32 values just below and above each, both signs."""
+    mid = _float16_midpoints()
+    near = np.concatenate([mid, np.nextafter(mid, np.float32(0)), np.nextafter(mid, np.float32(np.inf))])
+    return np.concatenate([near, -near])
+
+
+@np.errstate(over="ignore")
+def test_float16_encode_rounds_to_nearest_even_as_numpy():
+    ties = _float16_ties()
+    sweep = np.arange(0, 2**32, 4093, dtype=np.int64).astype(np.uint32).view(np.float32)  # every exponent, NaNs
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, 65504, 65519.996, 65520, 65536, 1e5, 2.0**-24, 2.0**-25], np.float32)
+    x = np.concatenate([ties, sweep, edges])
+    got = _emulated(Tensor(x).realize().cast(dtypes.float16).bitcast(dtypes.uint16))
+    want = x.astype(np.float16).view(np.uint16)
+    # a NaN keeps its sign and payload's top bits, quiet bit set (IEEE 754 hardware); numpy agrees on quiet NaNs
+    bits = x.view(np.uint32)
+    nan = np.isnan(x)
+    ieee_nan = ((bits >> 16) & 0x8000 | 0x7E00 | (bits & 0x7FFFFF) >> 13).astype(np.uint16)
+    quiet = nan & ((bits & 0x400000) != 0)
+    np.testing.assert_array_equal(want[quiet], ieee_nan[quiet])
+    want[nan] = ieee_nan[nan]
+    np.testing.assert_array_equal(got, want)
+    assert nan.sum() > 1000 and (want[: ties.size] != np.nextafter(ties, 0).astype(np.float16).view(np.uint16)).any()
+
+
+@np.errstate(over="ignore")
+def test_float16_encode_from_float64_rounds_once():
+    # a float64 just above (or below) a float16 tie rounds away from it; through float32 (to nearest) it would
+    # land on the tie and round to even: the conversion rounds once, as numpy's and the hardware's do
+    mid = _float16_midpoints().astype(np.float64)
+    rng = np.random.default_rng(6)
+    wide = rng.standard_normal(5000) * 10.0 ** rng.integers(-9, 6, 5000)
+    near = np.concatenate([mid * (1 + 2.0**-40), mid * (1 - 2.0**-40)])
+    x = np.concatenate([near, -near, wide, [1e300, -1e300, 1e-300, -1e-300, 65519.99999, 65520.00001, np.inf]])
+    got = _emulated(Tensor(x).realize().cast(dtypes.float16).bitcast(dtypes.uint16))
+    want = x.astype(np.float16).view(np.uint16)
+    np.testing.assert_array_equal(got, want)
+    assert (x.astype(np.float32).astype(np.float16) != x.astype(np.float16)).sum() > 10000

@@ -427,10 +427,13 @@ class NarrowFloat:
     """A float format with no arithmetic of its own: stored as the bits of an unsigned int, computed in float32
     (bfloat16 and the fp8 formats). `finite` formats (fp8e4m3, PyTorch's float8_e4m3fn) have no infinity: the
     all-ones pattern is NaN, and a value beyond the largest finite one (infinity too) saturates to it, as PyTorch
-    converts; the others round it to infinity."""
+    converts; the others round it to infinity. `ieee` formats (float16 on a device without half arithmetic) convert
+    as IEEE 754 hardware and numpy do, not through float32 as PyTorch converts to bfloat16: a float64 rounds once,
+    and a NaN keeps the top bits of its payload, quieted."""
 
-    def __init__(self, storage: DType, exponent: int, mantissa: int, finite: bool):
+    def __init__(self, storage: DType, exponent: int, mantissa: int, finite: bool, ieee: bool = False):
         self.storage, self.exponent, self.mantissa, self.finite = storage, exponent, mantissa, finite
+        self.ieee = ieee
         self.bias = (1 << (exponent - 1)) - 1
         top = (1 << exponent) - 1 - self.bias  # the largest exponent: the top field is NaN/inf unless finite
         self.max = (2.0 - 2.0 ** (1 - mantissa)) * 2.0**top if finite else (2.0 - 2.0**-mantissa) * 2.0 ** (top - 1)
@@ -445,6 +448,14 @@ NARROW_FLOATS: dict[DType, NarrowFloat] = {
 
 >>> NARROW_FLOATS[dtypes.fp8e4m3].max, NARROW_FLOATS[dtypes.fp8e5m2].max, NARROW_FLOATS[dtypes.bfloat16].storage
 (448.0, 57344.0, dtypes.uint16)
+"""
+
+FLOAT16_BITS = NarrowFloat(dtypes.uint16, 5, 10, finite=False, ieee=True)
+"""IEEE binary16 as a narrow float: how float16 is kept on a device that stores half but cannot compute in it
+(OpenCL without cl_khr_fp16; a renderer names such dtypes in `emulated_floats`).
+
+>>> FLOAT16_BITS.max, FLOAT16_BITS.bias
+(65504.0, 15)
 """
 
 

@@ -3,7 +3,9 @@
 The passes run in this order, each a named graph_rewrite (the spec of the stage is checked between
 passes when SPEC=1):
 
-0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py);
+0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py),
+   and so do the floats the renderer cannot compute in (`renderer.emulated_floats`: float16 in OpenCL without
+   cl_khr_fp16);
    on a device without float64, `float64 -> float32`: the float64 math inside float32 ops (demote.py);
    `closed forms`: a sum of an indicator over a range becomes a count (closedform.py).
 1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding, work-groups)
@@ -116,7 +118,7 @@ def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
 def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = None) -> list[UOp]:
     """The linear program of a kernel AST (optimized for `renderer`'s device unless NOOPT, or with `opts`)."""
     _check(ast, "kernel AST")
-    ast = fold_closed_forms(lower_narrow_floats(ast))
+    ast = fold_closed_forms(lower_narrow_floats(ast, getattr(renderer, "emulated_floats", ())))
     if (
         renderer is not None
         and hasattr(renderer, "supported_dtypes")

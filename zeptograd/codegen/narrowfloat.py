@@ -6,6 +6,10 @@ nearest-even bits after every op whose result is narrow, as PyTorch rounds (fp8e
 finite value, bfloat16 and fp8e5m2 round to infinity): a fused kernel gives the values the ops give one by one,
 so a tensor's values never depend on what it was fused with.
 
+A renderer may name more floats it cannot compute in (`renderer.emulated_floats`): float16 on an OpenCL device
+without cl_khr_fp16 is kept the same way, as IEEE binary16 bits (`FLOAT16_BITS`: round to nearest even, with
+denormals, infinities and NaN as IEEE 754 converts them), so it gives the values numpy's float16 ops give.
+
 The rules start where a narrow value is consumed (a store, a cast, a bitcast, a comparison) and widen it there:
 `CAST(x: narrow, float32)` is pushed down through x's ops to the loads, which read the storage bits. Every node
 the rules build is well typed, so the spec holds at every step.
@@ -14,13 +18,22 @@ the rules build is well typed, so the spec holds at every step.
 >>> from zeptograd.uop.ops import UOp
 >>> encode(UOp.const(dtypes.float32, 1.0), NARROW_FLOATS[dtypes.bfloat16]).dtype
 dtypes.uint16
+>>> from zeptograd.uop.ops import Ops
+>>> x = UOp.const(dtypes.float16, 1.0)
+>>> kernel = (x + x).cast(dtypes.float32).sink()
+>>> adds = lambda sink: sorted({u.dtype.name for u in sink.toposort() if u.op is Ops.ADD})
+>>> adds(lower_narrow_floats(kernel)), adds(lower_narrow_floats(kernel, {dtypes.float16}))
+(['float16'], ['float32', 'uint32'])
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import struct
+from collections.abc import Iterable, Mapping
 
-from zeptograd.dtype import NARROW_FLOATS, DType, NarrowFloat, PtrDType, dtypes
+from zeptograd.dtype import FLOAT16_BITS, NARROW_FLOATS, DType, NarrowFloat, PtrDType, dtypes
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
 from zeptograd.uop.rewrite import graph_rewrite
@@ -29,6 +42,11 @@ U32 = dtypes.uint32
 F32 = dtypes.float32
 SIGN = 0x80000000
 INF_BITS = 0x7F800000
+MANTISSA = 0x7FFFFF
+
+# the floats a renderer may ask to emulate (`emulated_floats`), with the format each is kept in
+EMULATED_FORMATS: dict[DType, NarrowFloat] = {dtypes.float16: FLOAT16_BITS}
+Formats = Mapping[DType, NarrowFloat]
 
 
 def _bits(x: float) -> int:
@@ -67,6 +85,10 @@ def encode(x: UOp, fmt: NarrowFloat) -> UOp:
     sign_bit = sign >> (32 - width)
     # NaN stays NaN: the quiet pattern, with the sign for fp8 (bfloat16's is dropped, as PyTorch's is)
     nan = 0x7FC0 if fmt.exponent == 8 else ((1 << (width - 1)) - 1) | sign_bit
+    if fmt.ieee:
+        # as IEEE 754 hardware converts it: the top bits of its payload, the quiet bit set, its sign
+        quiet_inf = (((1 << fmt.exponent) - 1) << fmt.mantissa) | (1 << (fmt.mantissa - 1))
+        nan = ((a & MANTISSA) >> shift) | quiet_inf | sign_bit
     value = _above(a, INF_BITS).where(nan, rounded | sign_bit)
     return value.cast(fmt.storage)
 
@@ -89,12 +111,16 @@ def decode(bits: UOp, fmt: NarrowFloat) -> UOp:
     else:
         special = exponent.eq((1 << fmt.exponent) - 1)  # infinity (no mantissa) or NaN
         special_bits = (mag << shift) | INF_BITS
+        if fmt.ieee:
+            # a signalling NaN widens quieted, as IEEE 754 hardware widens it (infinity has no payload to mark)
+            payload = mag & ((1 << fmt.mantissa) - 1)
+            special_bits = special_bits | payload.ne(0).where(UOp.const(U32, 1 << 22), UOp.const(U32, 0))
     magnitude = exponent.eq(0).where(subnormal, special.where(special_bits, normal))
     return (magnitude | sign).bitcast(F32)
 
 
-def _narrow(dt: DType) -> NarrowFloat | None:
-    return None if isinstance(dt, PtrDType) else NARROW_FLOATS.get(dt)
+def _narrow(dt: DType, fmts: Formats) -> NarrowFloat | None:
+    return None if isinstance(dt, PtrDType) else fmts.get(dt)
 
 
 def _wide(x: UOp) -> UOp:
@@ -102,71 +128,128 @@ def _wide(x: UOp) -> UOp:
     return x if x.dtype is F32 else x.cast(F32)
 
 
-def _round(x: UOp, dt: DType) -> UOp:
-    """float32 `x` rounded to the narrow dtype `dt`, kept in float32."""
-    fmt = NARROW_FLOATS[dt]
+def _odd_float32(x: UOp) -> UOp:
+    """float64 `x` as a float32 rounded to odd (toward zero, then the last bit set where that was inexact): a
+    format of at most 22 bits rounds this to nearest even exactly as it would round `x` itself, where rounding
+    through float32 to nearest would round a tie made by the first rounding a second time."""
+    f = x.cast(F32)
+    back = f.cast(x.dtype)
+    # a rounding away from zero (to infinity too) is stepped back to the float32 below in magnitude; a NaN only
+    # gains a payload bit the format drops
+    away = x.lt(0).where(back.lt(x), x.lt(back))
+    return ((f.bitcast(U32) - away.cast(U32)) | back.ne(x).cast(U32)).bitcast(F32)
+
+
+def _float32_for(x: UOp, fmt: NarrowFloat) -> UOp:
+    """The float32 that `x` (not narrow) is rounded from to `fmt`: a float64 rounds to an IEEE format once."""
+    return _odd_float32(x) if fmt.ieee and x.dtype is dtypes.float64 else _wide(x)
+
+
+def _round(x: UOp, fmt: NarrowFloat) -> UOp:
+    """float32 `x` rounded to the narrow format `fmt`, kept in float32."""
     return decode(encode(x, fmt), fmt)
 
 
-def _storage_pointer(index: UOp) -> UOp:
+def _storage_pointer(index: UOp, fmts: Formats) -> UOp:
     """INDEX(DEFINE_GLOBAL narrow*, ...) as the same INDEX into the buffer of storage bits."""
     g = index.src[0]
     ptr = g.dtype
     assert isinstance(ptr, PtrDType)
-    bits = PtrDType(NARROW_FLOATS[ptr.base].storage, ptr.addrspace, ptr.size)
+    bits = PtrDType(fmts[ptr.base].storage, ptr.addrspace, ptr.size)
     return index.replace(dtype=bits, src=(g.replace(dtype=bits), *index.src[1:]))
 
 
-def _pointee(u: UOp) -> NarrowFloat | None:
-    return NARROW_FLOATS.get(u.dtype.base) if isinstance(u.dtype, PtrDType) else None
+def const_bits(value: float, fmt: NarrowFloat) -> int:
+    """The format's bits of `value`, one of its values (a narrow CONST is rounded to its dtype when it is made).
+
+    >>> hex(const_bits(-1.5, FLOAT16_BITS)), hex(const_bits(2.0**-24, FLOAT16_BITS))
+    ('0xbe00', '0x1')
+    """
+    width = 8 * fmt.storage.itemsize
+    sign = 1 << (width - 1) if math.copysign(1.0, value) < 0 else 0
+    inf = ((1 << fmt.exponent) - 1) << fmt.mantissa
+    if math.isnan(value):  # the quiet pattern (all ones for a format without infinity)
+        return (1 << (width - 1)) - 1 if fmt.finite else inf | 1 << (fmt.mantissa - 1)
+    if math.isinf(value):
+        return sign | inf
+    m, e = math.frexp(abs(value))  # |value| = m * 2**e, 1/2 <= m < 1
+    if value == 0 or e - 1 < 1 - fmt.bias:  # zero or subnormal: a multiple of the least subnormal
+        return sign | int(abs(value) * 2.0 ** (fmt.bias - 1 + fmt.mantissa))
+    return sign | (e - 1 + fmt.bias) << fmt.mantissa | int((2 * m - 1) * 2**fmt.mantissa)
 
 
-def _widen(x: UOp) -> UOp:
+def _storage_load(ld: UOp, fmts: Formats) -> UOp:
+    """LOAD(p: narrow*, ...) as the LOAD of the storage bits: a gated load's fallback value becomes its bits."""
+    fmt = fmts[ld.dtype]
+
+    def bits(s: UOp) -> UOp:
+        if s.dtype is not ld.dtype:
+            return s
+        return UOp.const(fmt.storage, const_bits(s.arg, fmt)) if s.op is Ops.CONST else _bits_of(s, fmts)
+
+    return ld.replace(dtype=fmt.storage, src=(_storage_pointer(ld.src[0], fmts), *map(bits, ld.src[1:])))
+
+
+def _pointee(u: UOp, fmts: Formats) -> NarrowFloat | None:
+    return fmts.get(u.dtype.base) if isinstance(u.dtype, PtrDType) else None
+
+
+def _widen(x: UOp, fmts: Formats) -> UOp:
     """CAST(x: narrow, float32) with the cast pushed into x: float32 arithmetic, rounded where x's op rounds."""
-    dt = x.dtype
+    fmt = fmts[x.dtype]
     if x.op is Ops.CONST:
         return UOp.const(F32, x.arg)
     if x.op is Ops.LOAD:
-        bits = x.replace(dtype=NARROW_FLOATS[dt].storage, src=(_storage_pointer(x.src[0]), *x.src[1:]))
-        return decode(bits, NARROW_FLOATS[dt])
+        return decode(_storage_load(x, fmts), fmt)
     if x.op is Ops.BITCAST:
-        return decode(x.src[0].bitcast(NARROW_FLOATS[dt].storage), NARROW_FLOATS[dt])
+        return decode(x.src[0].bitcast(fmt.storage), fmt)
     if x.op is Ops.CAST:
-        return _round(_wide(x.src[0]), dt)
+        return _round(_float32_for(x.src[0], fmt), fmt)
     if x.op is Ops.WHERE:
         return x.replace(dtype=F32, src=(x.src[0], _wide(x.src[1]), _wide(x.src[2])))
     if x.op is Ops.REDUCE:
-        return _round(x.replace(dtype=F32, src=(_wide(x.src[0]), *x.src[1:])), dt)
+        return _round(x.replace(dtype=F32, src=(_wide(x.src[0]), *x.src[1:])), fmt)
     wide = x.replace(dtype=F32, src=tuple(_wide(s) for s in x.src))
-    return wide if x.op in (Ops.MAX, Ops.NEG) else _round(wide, dt)  # a choice or a sign flip is exact
+    return wide if x.op in (Ops.MAX, Ops.NEG) else _round(wide, fmt)  # a choice or a sign flip is exact
 
 
-def _bits_of(x: UOp) -> UOp:
+def _bits_of(x: UOp, fmts: Formats) -> UOp:
     """The storage bits of the narrow value x: as loaded or bitcast when it comes straight from memory or from
     another dtype's bits (every bit pattern kept, NaN payloads too), else encoded from its float32 value."""
-    fmt = NARROW_FLOATS[x.dtype]
+    fmt = fmts[x.dtype]
     if x.op is Ops.LOAD:
-        return x.replace(dtype=fmt.storage, src=(_storage_pointer(x.src[0]), *x.src[1:]))
+        return _storage_load(x, fmts)
     if x.op is Ops.BITCAST:
         return x.src[0].bitcast(fmt.storage)
     return encode(_wide(x), fmt)
 
 
-def _cast_from_narrow(c: UOp, x: UOp) -> UOp | None:
-    if _narrow(c.dtype) is not None:
+def _cast_from_narrow(ctx: Formats, c: UOp, x: UOp) -> UOp | None:
+    if x.dtype not in ctx or _narrow(c.dtype, ctx) is not None:
         return None  # narrow -> narrow: widened (and rounded) where its consumer widens it
-    return _widen(x) if c.dtype is F32 else _wide(x).cast(c.dtype)
+    return _widen(x, ctx) if c.dtype is F32 else _wide(x).cast(c.dtype)
 
 
-def _store(st: UOp) -> UOp | None:
-    if (fmt := _pointee(st.src[0])) is None:
+def _bitcast_from_narrow(ctx: Formats, b: UOp, x: UOp) -> UOp | None:
+    return _bits_of(x, ctx).bitcast(b.dtype) if x.dtype in ctx else None
+
+
+def _compare_wide(ctx: Formats, cmp: UOp) -> UOp | None:
+    if not all(s.dtype in ctx for s in cmp.src):
+        return None
+    return cmp.replace(src=tuple(_wide(s) for s in cmp.src))
+
+
+def _store(ctx: Formats, st: UOp) -> UOp | None:
+    if (fmt := _pointee(st.src[0], ctx)) is None:
         return None
     value = st.src[1]
-    bits = _bits_of(value) if value.dtype in NARROW_FLOATS else encode(_wide(value), fmt)
-    return st.replace(src=(_storage_pointer(st.src[0]), bits, *st.src[2:]))
+    bits = _bits_of(value, ctx) if value.dtype in ctx else encode(_float32_for(value, fmt), fmt)
+    return st.replace(src=(_storage_pointer(st.src[0], ctx), bits, *st.src[2:]))
 
 
-NARROW = tuple(NARROW_FLOATS)
+# every dtype that may be narrow; the rules leave one alone unless the pass's formats (its ctx) name it
+NARROW = tuple(NARROW_FLOATS) + tuple(EMULATED_FORMATS)
 
 narrow_floats = PatternMatcher(
     [
@@ -177,21 +260,34 @@ narrow_floats = PatternMatcher(
         # BITCAST(x: narrow, t) -> BITCAST(bits of x, t)
         (
             UPat(Ops.BITCAST, src=(UPat(dtype=NARROW, name="x"),), name="b"),
-            lambda b, x: _bits_of(x).bitcast(b.dtype),
+            _bitcast_from_narrow,
             "bitcast narrow -> bitcast its bits",
         ),
         # a < b on narrow values -> float32(a) < float32(b)
         (
             UPat(GroupOp.Comparison, src=(UPat(dtype=NARROW), UPat(dtype=NARROW)), name="cmp"),
-            lambda cmp: cmp.replace(src=tuple(_wide(s) for s in cmp.src)),
+            _compare_wide,
             "compare narrow -> compare float32",
         ),
     ]
 )
 
 
-def lower_narrow_floats(sink: UOp) -> UOp:
-    """The kernel with every narrow float as storage bits in memory and float32 values (no-op without them)."""
-    if not any(_narrow(u.dtype) is not None or _pointee(u) is not None for u in sink.toposort()):
+@functools.cache
+def formats_for(emulated: frozenset[DType] = frozenset()) -> Formats:
+    """The narrow formats of a kernel for a renderer that emulates the floats `emulated` (its `emulated_floats`)
+    besides bfloat16 and fp8.
+
+    >>> sorted(d.name for d in formats_for(frozenset({dtypes.float16})))
+    ['bfloat16', 'float16', 'fp8e4m3', 'fp8e5m2']
+    """
+    return {**NARROW_FLOATS, **{dt: EMULATED_FORMATS[dt] for dt in emulated}}
+
+
+def lower_narrow_floats(sink: UOp, emulated: Iterable[DType] = ()) -> UOp:
+    """The kernel with every narrow float (bfloat16, fp8 and the `emulated` floats of its renderer) as storage
+    bits in memory and float32 values (no-op without them)."""
+    fmts = formats_for(frozenset(emulated))
+    if not any(_narrow(u.dtype, fmts) is not None or _pointee(u, fmts) is not None for u in sink.toposort()):
         return sink
-    return graph_rewrite(sink, narrow_floats, name="narrow floats")
+    return graph_rewrite(sink, narrow_floats, ctx=fmts, name="narrow floats")

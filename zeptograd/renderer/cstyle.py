@@ -199,6 +199,9 @@ class CRenderer:
     """Renders a linear program as a C function `void name(T* restrict data0, ...)`."""
 
     device = "CPU"
+    # floats this renderer's device stores but cannot compute in: kept as bits, computed in float32 and rounded
+    # per op (codegen/narrowfloat.py); a dialect sets it (OpenCL without cl_khr_fp16: float16)
+    emulated_floats: frozenset[DType] = frozenset()
 
     def max_lanes(self, op: Ops, dt: DType) -> int:
         """How many lanes of `dt` the C code does `op` on at once (1: lane by lane)."""

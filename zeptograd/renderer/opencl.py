@@ -10,8 +10,11 @@ file overrides what OpenCL C spells differently).
 - Vectors are OpenCL's own types (`float4`), built as `(float4)(a, b, c, d)`, read lane by lane as `.s0`, loaded
   and stored with `vloadN` / `vstoreN` (which need no alignment beyond the element's), converted with
   `convert_T` and reinterpreted with `as_T`.
-- The fused multiply-add is `fma`; half needs cl_khr_fp16 and double cl_khr_fp64 (`supported_dtypes()` says
-  which a device has).
+- The fused multiply-add is `fma`. Double needs cl_khr_fp64 (`supported_dtypes()` says whether a device has
+  it). Half arithmetic needs cl_khr_fp16, but OpenCL C lets every device store half: without the extension
+  float16 is an emulated float (`emulated_floats`, codegen/narrowfloat.py), its buffers read and written as the
+  ushort bits of IEEE binary16 and its values computed in float, rounded to half after every op, so it gives the
+  values a device with half arithmetic (and numpy) gives.
 
 >>> from zeptograd.dtype import dtypes
 >>> OpenCLRenderer(frozenset({"cl_khr_fp64"})).type_name(dtypes.int64)
@@ -68,16 +71,19 @@ class OpenCLRenderer(CRenderer):
 
     def __init__(self, extensions: frozenset[str] = frozenset()) -> None:
         self.extensions = extensions
+        # without cl_khr_fp16 a kernel may hold half only in memory: float16 is computed in float
+        self.emulated_floats = frozenset() if "cl_khr_fp16" in extensions else frozenset({dtypes.float16})
 
     def supported_dtypes(self) -> frozenset[DType]:
-        """Every C dtype but half without cl_khr_fp16 and double without cl_khr_fp64.
+        """Every C dtype but double without cl_khr_fp64. Half is always there: computed in half with cl_khr_fp16,
+        else stored as its bits and computed in float, rounded to half per op (`emulated_floats`).
 
         >>> dtypes.float64 in OpenCLRenderer(frozenset()).supported_dtypes()
         False
+        >>> dtypes.float16 in OpenCLRenderer(frozenset()).supported_dtypes(), OpenCLRenderer().emulated_floats
+        (True, frozenset({dtypes.float16}))
         """
         out = set(C_TYPES)
-        if "cl_khr_fp16" not in self.extensions:
-            out.discard(dtypes.float16)
         if "cl_khr_fp64" not in self.extensions:
             out.discard(dtypes.float64)
         return frozenset(out)

@@ -46,11 +46,13 @@ def pyopencl() -> Any:
 
 
 class CLDevice:
-    """Runs kernels rendered as OpenCL C on the first OpenCL device (PoCL on the CPU here)."""
+    """Runs kernels rendered as OpenCL C on the first OpenCL device (PoCL on the CPU here). `without` names
+    extensions to render as if the device lacked them (`CLDevice(frozenset({"cl_khr_fp16"}))`: half emulated),
+    so that what a device without them runs can be tested on one that has them."""
 
     name = "CL"
 
-    def __init__(self) -> None:
+    def __init__(self, without: frozenset[str] = frozenset()) -> None:
         cl = self.cl = pyopencl()
         platforms = cl.get_platforms()
         if not platforms or not platforms[0].get_devices():
@@ -60,7 +62,7 @@ class CLDevice:
             raise DeviceUnavailable(f"{self.device.name}: the CL device runs only where OpenCL shares host memory")
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context)
-        self.renderer = OpenCLRenderer(frozenset(self.device.extensions.split()))
+        self.renderer = OpenCLRenderer(frozenset(self.device.extensions.split()) - without)
         self.renderer.max_local_size = min(OpenCLRenderer.max_local_size, self.device.max_work_group_size)
         self._kernels: dict[tuple[str, str], Any] = {}
 
