@@ -44,7 +44,8 @@ CL_TYPES: dict[DType, str] = {
     dtypes.float64: "double",
 }
 # the lanes of a vector the kernels use, per scalar type (OpenCL has 2, 3, 4, 8 and 16)
-CL_LANES: dict[DType, int] = {dtypes.float32: 4, dtypes.int32: 4, dtypes.uint32: 4}
+# the 32-bit types whose plain arithmetic is rendered on vectors (as wide as the device prefers, 4 at least)
+VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.int32, dtypes.uint32})
 # ops on vectors whose OpenCL C is the scalar text (an operator or an overloaded builtin)
 _VECTOR_OPS = frozenset(
     {Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.CONST, Ops.REDUCE, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.MAX}
@@ -69,8 +70,11 @@ class OpenCLRenderer(CRenderer):
     # work-items of a work-group at most: OpenCL guarantees at least 256 on a GPU; PoCL's CPU device takes 4096
     max_local_size = 256
 
-    def __init__(self, extensions: frozenset[str] = frozenset()) -> None:
+    def __init__(self, extensions: frozenset[str] = frozenset(), lanes: int = 4) -> None:
+        if lanes not in (4, 8, 16):
+            raise ValueError(f"OpenCL vectors of 4, 8 or 16 lanes, got {lanes}")
         self.extensions = extensions
+        self.lanes = lanes
         # without cl_khr_fp16 a kernel may hold half only in memory: float16 is computed in float
         self.emulated_floats = frozenset() if "cl_khr_fp16" in extensions else frozenset({dtypes.float16})
 
@@ -89,10 +93,10 @@ class OpenCLRenderer(CRenderer):
         return frozenset(out)
 
     def max_lanes(self, op: Ops, dt: DType) -> int:
-        """Vectors of 4 for the plain arithmetic of 32-bit types; everything else lane by lane (PoCL vectorizes
+        """Vectors of `lanes` for the plain arithmetic of 32-bit types; everything else lane by lane (PoCL vectorizes
         across work-items on its own)."""
-        if op in _VECTOR_OPS:
-            return CL_LANES.get(dt, 1)
+        if op in _VECTOR_OPS and dt in VECTOR_DTYPES:
+            return self.lanes
         return 1
 
     def type_name(self, dt: DType) -> str:
