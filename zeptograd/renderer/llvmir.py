@@ -117,7 +117,8 @@ class LLVMRenderer:
     def max_lanes(self, op: Ops, dt: DType) -> int:
         """How many lanes of `dt` the IR does `op` on at once (1: lane by lane)."""
         if dt is dtypes.bool:
-            return 1 if op in (Ops.LOAD, Ops.STORE, Ops.REDUCE) else 8  # bools are stored as bytes
+            # bools are stored as bytes; in registers as wide as the int32 vectors (the C renderer's masks)
+            return 1 if op in (Ops.LOAD, Ops.STORE, Ops.REDUCE) else VECTOR_LANES[dtypes.int32]
         if op in _SCALAR_ONLY:
             return 1
         return VECTOR_LANES.get(dt, 1)
