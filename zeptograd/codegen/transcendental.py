@@ -131,7 +131,7 @@ class _Format:
         # pi/2 in parts of (digits - larger half of k) bits: k_hi * part and k_lo * part are exact
         self.half_pi = _parts(PI / 2, digits - max(k_split, k_bits - k_split), parts, digits)
         self.two_over_pi = float(2 / PI)
-        # sin's common case: pi/2 in three parts of full precision, taken off with fused multiply-adds
+        # sin's common case: pi/2 in four parts of full precision, taken off with fused multiply-adds
         self.k_fma = k_fma
         self.half_pi_fma = _parts(PI / 2, digits, 4, digits)
         # 1/ln2 as a head of digits - digits//2 bits and a tail: the head times digits//2 bits is exact
@@ -348,19 +348,28 @@ def xlog2(x: UOp) -> UOp:
     return (x == 0.0).where(x.const_like(-math.inf), y)
 
 
+def _nearest_k(x: UOp, fmt: _Format, fused: bool) -> tuple[UOp, UOp]:
+    """(k, q): k = round(x*2/pi) as a float and q = k mod 4 as an int, for |x*2/pi| < 2**(mant-1), by adding
+    1.5 * 2**mant (the sum rounds to an integer, whose low bits are q). `fused`: x*2/pi + 1.5 * 2**mant as one
+    MULACC (rounded once); else a product and a sum, as a target without a fused multiply-add computes them
+    (k only has to be near x*2/pi there)."""
+    magic = 1.5 * 2.0**fmt.mant
+    if fused:
+        shifted = x.alu(Ops.MULACC, x.const_like(fmt.two_over_pi), x.const_like(magic))
+    else:
+        shifted = x * fmt.two_over_pi + magic
+    return _sub(shifted, magic), shifted.bitcast(_int_like(x, fmt)) & 3
+
+
 def _reduce_fma(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
     """(q, r_hi, r_lo) with x = k*pi/2 + r_hi + r_lo, q = k mod 4 (an int), |r| <= pi/4 (a little more where
     x*2/pi rounds), for |x| < 2**k_fma, with fused multiply-adds (explicit MULACCs: no device rounds their
-    products). k = round(x*2/pi) by adding 1.5 * 2**mant (the sum rounds to an integer, whose low bits are q).
-    With pi/2 = p1 + p2 + p3 + p4 (full-precision parts):
+    products). k and q from `_nearest_k`. With pi/2 = p1 + p2 + p3 + p4 (full-precision parts):
     - x - k*p1 is exact: a multiple of p1's last bit (or of x's, for |x| < 1), below 1;
     - k*p2 = ph + pl exactly (pl from an FMA), and (x - k*p1) - ph = r_hi + e exactly by Fast2Sum: x - k*p1 is
       a multiple of ph's last bit, which is all Fast2Sum needs;
     - r_lo = e - pl - k*p3 - k*p4, whose roundings are far below an ulp of r_hi."""
-    magic = 1.5 * 2.0**fmt.mant
-    shifted = x.alu(Ops.MULACC, x.const_like(fmt.two_over_pi), x.const_like(magic))
-    k = _sub(shifted, magic)
-    q = shifted.bitcast(_int_like(x, fmt)) & 3
+    k, q = _nearest_k(x, fmt, fused=True)
     p1, p2, p3, p4 = fmt.half_pi_fma
     r1 = k.alu(Ops.MULACC, k.const_like(-p1), x)
     ph = k * p2
@@ -423,13 +432,9 @@ def _reduce_cody_waite(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
 
 
 def _reduce_two_sums(x: UOp, fmt: _Format) -> tuple[UOp, UOp, UOp]:
-    """`_reduce_fma`'s (q, r_hi, r_lo) for |x| < 2**k_fma without a fused multiply-add: k = round(x*2/pi) by
-    adding 1.5 * 2**mant (q from the sum's low bits; whether the product is rounded first does not matter, k
-    only has to be near x*2/pi), then `_cody_waite`. Other lanes get garbage, never used."""
-    magic = 1.5 * 2.0**fmt.mant
-    shifted = x * fmt.two_over_pi + magic
-    k = _sub(shifted, magic)
-    q = shifted.bitcast(_int_like(x, fmt)) & 3
+    """`_reduce_fma`'s (q, r_hi, r_lo) for |x| < 2**k_fma without a fused multiply-add: k and q from
+    `_nearest_k`, then `_cody_waite`. Other lanes get garbage, never used."""
+    k, q = _nearest_k(x, fmt, fused=False)
     return q, *_cody_waite(x, k, fmt)
 
 

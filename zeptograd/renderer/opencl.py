@@ -43,8 +43,8 @@ CL_TYPES: dict[DType, str] = {
     dtypes.float32: "float",
     dtypes.float64: "double",
 }
-# the lanes of a vector the kernels use, per scalar type (OpenCL has 2, 3, 4, 8 and 16)
-# the 32-bit types whose plain arithmetic is rendered on vectors (as wide as the device prefers, 4 at least)
+# the 32-bit types whose plain arithmetic is rendered on vectors (of 4, 8 or 16 lanes: as wide as the device
+# prefers, 4 at least)
 VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.int32, dtypes.uint32})
 # ops on vectors whose OpenCL C is the scalar text (an operator or an overloaded builtin)
 _VECTOR_OPS = frozenset(
