@@ -2,8 +2,8 @@
 
     python bench/ops.py                 # everything, at full size (a few minutes on 2 cores)
     python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
-    python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, conv2d, unary, overhead, setitem,
-                                        # compile)
+    python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, conv2d, pool, unary, overhead,
+                                        # setitem, compile)
     python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
     DEVICE=LLVM python bench/ops.py     # zeptograd's rows on another device (LLVM, CL, WEBGPU, CUDA, ...);
                                         # bench/devices.py puts a device next to the CPU in one table
@@ -22,6 +22,9 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
            input as a strided view (`sliding_window_view`) contracted with the filters by `np.tensordot` (one
            BLAS matmul of (8*56*56, 64*9) by (64*9, 64)), then made contiguous in NCHW. Notes give GFLOP/s
            (2 * N * Cout * H * W * Cin * 9 flops a run).
+   pool    max_pool2d of a (8, 64, 112, 112) input (a ResNet stem's size): 2x2 windows of stride 2, and 3x3 of
+           stride 2 with padding 1; torch: `torch.nn.functional.max_pool2d`; numpy: the maximum over the
+           windows of a strided view (`sliding_window_view`, the padded input for the second).
 6. unary   exp, sin and tanh (one row each) over 2^22 elements; inputs standard normal (exp), times 3 (sin),
            times 2 (tanh).
 7. overhead per-op overhead: `x = (x + 1).realize()` on a (4,) tensor, many steps in a row; the time is per
@@ -97,7 +100,7 @@ except ImportError:
     torch = None
 
 LIBS = ("zeptograd", "numpy", "torch")
-BENCHMARKS = ("relu", "sum", "softmax", "matmul", "conv2d", "unary", "overhead", "setitem", "compile")
+BENCHMARKS = ("relu", "sum", "softmax", "matmul", "conv2d", "pool", "unary", "overhead", "setitem", "compile")
 SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
 BUSY_WARN_CPUS = 0.25  # a row during which other processes kept this many cpus busy is marked NOISY
 MIN_WIDTHS = (38, 10, 10, 10, 7, 8, 9)  # table columns before the notes, so progress lines line up with the table
@@ -113,6 +116,7 @@ class Config:
     softmax_n: int
     matmul_sizes: tuple[int, ...]
     conv: tuple[int, int, int, int, int]  # batch, input channels, height, width, filters (3x3, padding 1)
+    pool: tuple[int, int, int, int]  # batch, channels, height, width of the max_pool2d input
     unary_n: int
     overhead_steps: int
     compile_trials: int
@@ -128,8 +132,10 @@ class Row:
 
 def make_config(quick: bool, repeats: int | None) -> Config:
     if quick:
-        return Config(True, repeats, 0.2, 10, 1 << 20, 512, (64, 128, 256), (2, 8, 14, 14, 8), 1 << 18, 100, 2)
-    return Config(False, repeats, 2.0, 50, 1 << 24, 4096, (256, 512, 1024, 2048), (8, 64, 56, 56, 64), 1 << 22, 1000, 5)
+        conv, pool = (2, 8, 14, 14, 8), (2, 8, 28, 28)
+        return Config(True, repeats, 0.2, 10, 1 << 20, 512, (64, 128, 256), conv, pool, 1 << 18, 100, 2)
+    conv, pool = (8, 64, 56, 56, 64), (8, 64, 112, 112)
+    return Config(False, repeats, 2.0, 50, 1 << 24, 4096, (256, 512, 1024, 2048), conv, pool, 1 << 22, 1000, 5)
 
 
 def time_runs(fn: Callable[[], Any], cfg: Config) -> tuple[float, Any]:
@@ -315,6 +321,30 @@ def bench_conv2d(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     rates = [f"{lib} {flops / t / 1e9:.1f}" for lib in LIBS if (t := row.times.get(lib))]
     row.notes.append("GFLOP/s " + ", ".join(rates))
     yield row
+
+
+def max_pool_np(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
+    """max_pool2d as numpy can: the maximum over the k x k windows (every `stride`-th) of a strided view of the
+    input padded with -inf."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf) if pad else x
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::stride, ::stride]
+    return windows.max(axis=(4, 5))
+
+
+def bench_pool(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    n, c, h, wd = cfg.pool
+    x = rng.standard_normal((n, c, h, wd), dtype=np.float32)
+    zx = Tensor(x).realize()
+    tx = to_torch(x) if torch is not None else None
+    for k, stride, pad in ((2, 2, 0), (3, 2, 1)):
+        row = Row(f"max_pool2d {n}x{c}x{h}x{wd}, {k}x{k} s{stride}" + (f" pad {pad}" if pad else ""))
+        warm = run_lib(row, "zeptograd", lambda k=k, s=stride, p=pad: zx.max_pool2d(k, s, padding=p).realize(), cfg)
+        run_lib(row, "numpy", lambda k=k, s=stride, p=pad: max_pool_np(x, k, s, p), cfg)
+        if tx is not None:
+            pool_fn = torch.nn.functional.max_pool2d
+            run_lib(row, "torch", lambda k=k, s=stride, p=pad, f=pool_fn: f(tx, k, s, padding=p), cfg)
+        check_zg(row, warm, max_pool_np(x, k, stride, pad), rtol=0, atol=0)
+        yield row
 
 
 def bench_unary(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
@@ -526,6 +556,7 @@ BENCH_FNS: dict[str, Callable[[Config, np.random.Generator], Iterator[Row]]] = {
     "softmax": bench_softmax,
     "matmul": bench_matmul,
     "conv2d": bench_conv2d,
+    "pool": bench_pool,
     "unary": bench_unary,
     "overhead": bench_overhead,
     "setitem": bench_setitem,

@@ -453,3 +453,91 @@ def test_few_long_reductions_on_a_renderer_without_vectors(runs_on_cpu: bool, gr
     item = _kernel(Tensor(np.ones((16, 8192), np.float32)).sum(1), "CPU")
     opts = hand_coded_opts(item.ast, renderer)
     assert opts and opts[0].op is grouped, opts
+
+
+def _global_loads(program) -> list[UOp]:
+    return [u for u in program.uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("lanes", [16, 8, 4, 2])
+def test_reads_of_every_other_element_are_vector_loads(device, lanes):
+    """x[:, ::2] - x[:, 1::2] upcast along the row: each chunk of lanes is two vector loads (the second one
+    ending at the chunk's last element, so the last row's odd elements read nothing past the buffer) and a
+    shuffle, not one load per lane; a row padded above and below reads through one gate for all its lanes."""
+    (a,) = _inputs((5, 64), seed=21)
+    x = Tensor(a, device=device).realize()
+    padded = x.pad(((1, 1), (0, 0)))
+    cases = [
+        (x[:, ::2] - x[:, 1::2], a[:, ::2] - a[:, 1::2]),
+        (padded[:, 1::2] - padded[:, ::2], np.pad(a, ((1, 1), (0, 0)))[:, 1::2] - np.pad(a, ((1, 1), (0, 0)))[:, ::2]),
+    ]
+    for t, want in cases:
+        plan = [Opt(OptOps.UPCAST, 1, lanes)]
+        np.testing.assert_array_equal(run_plan(t, plan, device), want.astype(np.float32))
+        loads = _global_loads(get_program(_kernel(t, device).ast, Device[device].renderer, plan))
+        if device == "CPU" and 4 <= lanes <= VECTOR_LANES[dtypes.float32]:  # (2 lanes: two scalar loads)
+            assert loads and all(u.dtype.count == lanes for u in loads), [u.dtype for u in loads]
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_lanes_that_read_a_contiguous_run_in_another_order_are_one_vector_load(device):
+    """A 2x2 window unrolled before its row is upcast: the lanes of one load chunk are (tap, column) with the
+    columns every other element, together one contiguous run read out of order: one vector load and a shuffle.
+    The window's sum then adds whole vectors (the unrolled taps vary slowest), in the order numpy's pairwise
+    tree would not fix, so it is checked against float64 within float32 rounding."""
+    (a,) = _inputs((2, 3, 8, 32), seed=22)
+    x = Tensor(a, device=device).realize()
+    t = x.avg_pool2d(2)
+    plan = [Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UPCAST, 3, 8)]
+    want = a.astype(np.float64).reshape(2, 3, 4, 2, 16, 2).mean((3, 5))
+    np.testing.assert_allclose(run_plan(t, plan, device), want, rtol=1e-6, atol=1e-6)
+    if device == "CPU":
+        loads = _global_loads(get_program(_kernel(t).ast, Device["CPU"].renderer, plan))
+        assert loads and all(u.dtype.count == 16 for u in loads), [u.dtype for u in loads]
+
+
+def test_pooling_windows_are_unrolled_and_vectorized_along_the_row():
+    """The heuristic's plan for max_pool2d: the window's loops unrolled, the output row upcast to vectors; its
+    values (NaN propagation included) match torch."""
+    torch = pytest.importorskip("torch")
+    (a,) = _inputs((2, 4, 16, 32), seed=23)
+    a[0, 0, 3, 5] = np.nan
+    x = Tensor(a).realize()
+    for kernel, stride, padding in ((2, 2, 0), (3, 2, 1), (3, 1, 1)):
+        t = x.max_pool2d(kernel, stride, padding=padding)
+        opts = hand_coded_opts(_kernel(t).ast, Device["CPU"].renderer)
+        assert [o.op for o in opts][:3] == [OptOps.UNROLL, OptOps.UNROLL, OptOps.UPCAST], opts
+        want = torch.nn.functional.max_pool2d(torch.from_numpy(a), kernel, stride, padding=padding).numpy()
+        np.testing.assert_array_equal(t.numpy(), want)
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_a_store_to_a_contiguous_run_in_another_order_is_one_vector_store(device):
+    """Rows of 2 with the column upcast first and 8 rows after: the 16 lanes are (column, row), so the addresses
+    are the even then the odd elements of one run of 16; the run is stored by one vector store of the lanes
+    shuffled into place, and every element lands where numpy puts it."""
+    (a,) = _inputs((64, 2), seed=24)
+    t = Tensor(a, device=device).realize() * 2
+    plan = [Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UPCAST, 0, 8)]
+    np.testing.assert_array_equal(run_plan(t, plan, device), a * 2)
+    if device == "CPU":
+        program = get_program(_kernel(t).ast, Device["CPU"].renderer, plan)
+        stores = [u for u in program.uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+        assert len(stores) == 1 and stores[0].src[1].dtype.count == 16, [u.src[1].dtype for u in stores]
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_an_unrolled_any_is_a_reduction_not_index_math(device, monkeypatch):
+    """A write through an expanded view (`x.expand(3, 4)[2] = 9`) is one kernel with an any() over the 3 rows
+    that hit each element: a REDUCE of bools whose sources are only lane indices and constants. With its loop
+    unrolled, the expander took it for index arithmetic, kept the unrolled lanes on it, and refused the STORE."""
+    import zeptograd.codegen as codegen
+    from zeptograd.engine import realize
+
+    plan = [Opt(OptOps.UNROLL, 0, 3), Opt(OptOps.UNROLL, 0, 3), Opt(OptOps.UPCAST, 0, 4)]
+    monkeypatch.setattr(realize, "_programs", {})  # compiled here with this plan, not taken from an earlier test
+    monkeypatch.setattr(codegen, "hand_coded_opts", lambda ast, renderer=None: plan if ast.arg == "r_1_4" else [])
+    t = Tensor(np.arange(4, dtype=np.float32).reshape(1, 4), device=device).realize()
+    t.expand(3, 4)[2] = 9
+    np.testing.assert_array_equal(t.numpy(), np.full((1, 4), 9, np.float32))

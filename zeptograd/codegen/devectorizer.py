@@ -6,7 +6,10 @@ only has as scalar code).
 Each vector node becomes a list of chunks of at most that many lanes (a power of two that divides the width):
 
 - a LOAD or STORE through addresses `i, i+1, ..., i+w-1` with no gate, or one gate for all of them, is one
-  vector access at `i`; other addresses are read or written lane by lane (a gather, a scatter);
+  vector access at `i`; a LOAD through `i, i+2, ..., i+2(w-1)` (every other element: a pooling window's stride,
+  `x[::2]`) is two vector loads that cover them, at `i` and at `i+w-1` (so the second ends at the last lane and
+  reads nothing past it), and the lanes picked from the two (a VECTORIZE of GEPs of two vectors: one shuffle in
+  C); other addresses are read or written lane by lane (a gather, a scatter);
 - a REDUCE keeps one accumulator per chunk;
 - an operand's lanes are taken from the chunks that hold them (the chunk itself, a GEP, or a VECTORIZE of
   single lanes).
@@ -18,6 +21,7 @@ multiply-add (MULACC): the IR says where an FMA goes, the C compiler does not co
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.ops import Ops, UOp
@@ -32,15 +36,6 @@ def _width(total: int, limit: int) -> int:
     while w * 2 <= limit and total % (w * 2) == 0:
         w *= 2
     return w
-
-
-def _contiguous(addresses: list[UOp]) -> bool:
-    first = addresses[0]
-    for k, a in enumerate(addresses[1:], 1):
-        diff = (a - first).simplify()
-        if diff.op is not Ops.CONST or diff.arg != k:
-            return False
-    return True
 
 
 class _Devectorizer:
@@ -128,10 +123,10 @@ class _Devectorizer:
             gates = None  # a gate the value ranges decided: no gate
         return lanes(index.src[1]), gates
 
-    def accesses(self, op: Ops, index: UOp, dt: DType) -> list[tuple[int, int, list[UOp]]]:
-        """The chunks of a LOAD or STORE of `dt` through `index`: (first lane, lanes, addresses), with one address
-        for a vector access (contiguous, and ungated or with one gate for all its lanes) and one per lane
-        otherwise."""
+    def accesses(self, op: Ops, index: UOp, dt: DType, strided: bool = False) -> list[_Access]:
+        """The chunks of a LOAD or STORE of `dt` through `index` (see `_Access`): a vector access where the lanes'
+        addresses are one contiguous run in any order (ungated, or one gate for all of them), two vector loads for a
+        LOAD of every other element when `strided` (ungated or with one gate), else one access per lane."""
         width = dt.count
         addresses, gates = self._addresses(index, width)
         # the pointer as devectorized: an AFTER (local memory read after a barrier) orders it after devectorized
@@ -143,44 +138,97 @@ class _Devectorizer:
             addr = addresses[start : start + w]
             gate = None if gates is None else gates[start]
             uniform = gates is None or all(g is gate for g in gates[start : start + w])
-            if uniform and w > 1 and _contiguous(addr):
-                out.append((start, w, [ptr.index(addr[0], gate)]))
+            offsets = _offsets(addr) if uniform and w > 1 else None
+            if offsets is not None and sorted(offsets) == list(range(min(offsets), min(offsets) + w)):
+                low = min(offsets)
+                lanes = None if offsets == list(range(w)) else tuple(o - low for o in offsets)
+                out.append(_Access(start, w, "vector", [ptr.index(addr[0] + low if low else addr[0], gate)], lanes))
+            elif strided and offsets == list(range(0, 2 * w, 2)):
+                out.append(_Access(start, w, "strided", [ptr.index(addr[0], gate), ptr.index(addr[0] + (w - 1), gate)]))
             else:
-                lanes = range(start, start + w)
-                out.append((start, w, [ptr.index(addresses[k], None if gates is None else gates[k]) for k in lanes]))
+                each = [ptr.index(addresses[k], None if gates is None else gates[k]) for k in range(start, start + w)]
+                out.append(_Access(start, w, "lanes", each))
         return out
 
     def load(self, u: UOp) -> list[UOp]:
         out = []
-        for start, w, targets in self.accesses(Ops.LOAD, u.src[0], u.dtype):
-            if len(targets) == 1 and w > 1:
-                alt = (
-                    ()
-                    if len(targets[0].src) == 2
-                    else (
-                        self.get(u.src[1], start, w)
-                        if u.src[1].dtype.count > 1
-                        else _broadcast(self.get(u.src[1], 0, 1), w),
-                    )
-                )
-                out.append(targets[0].load(*alt, dtype=u.dtype.scalar().vec(w)))
+        vec = u.dtype.scalar().vec
+        # a gated read of every other element takes its lanes from two loads: one alternative value for all of them
+        alt = u.src[1] if len(u.src) > 1 else None
+        strided = alt is None or alt.dtype.count == 1 or (alt.op is Ops.VECTORIZE and len(set(alt.src)) == 1)
+        for a in self.accesses(Ops.LOAD, u.src[0], u.dtype, strided):
+            start, w, targets = a.start, a.width, a.targets
+            if a.kind != "lanes":
+                alts = self._vector_alt(u, start, w) if len(targets[0].src) == 3 else ()
+                if a.lanes is not None and alts:
+                    # the alternative lanes, in the order the load reads them
+                    alts = (UOp(Ops.GEP, vec(w), alts, tuple(a.lanes.index(k) for k in range(w))),)
+                loads = [t.load(*alts, dtype=vec(w)) for t in targets]
+            if a.kind == "vector":
+                out.append(loads[0] if a.lanes is None else UOp(Ops.GEP, vec(w), (loads[0],), a.lanes))
+                continue
+            if a.kind == "strided":
+                # every other element: lane k is element 2k of [a, a + 2w - 1): lanes 0, 2, .. of the load at a,
+                # then lanes 1, 3, .. of the load at a + w - 1; taken as two half-vector GEPs, since a lane of a
+                # vector load on its own becomes a scalar load (`lane_loads`)
+                evens = UOp(Ops.GEP, vec(w // 2), (loads[0],), tuple(range(0, w, 2)))
+                odds = UOp(Ops.GEP, vec(w // 2), (loads[1],), tuple(range(1, w, 2)))
+                picks = [evens.gep(k) for k in range(w // 2)] + [odds.gep(k) for k in range(w // 2)]
+                out.append(UOp(Ops.VECTORIZE, vec(w), tuple(picks)))
                 continue
             scalars = []
             for k, target in enumerate(targets, start):
-                alt = () if len(target.src) == 2 else (self.get(u.src[1], k if u.src[1].dtype.count > 1 else 0, 1),)
-                scalars.append(target.load(*alt))
-            out.append(scalars[0] if w == 1 else UOp(Ops.VECTORIZE, u.dtype.scalar().vec(w), tuple(scalars)))
+                alt1 = () if len(target.src) == 2 else (self.get(u.src[1], k if u.src[1].dtype.count > 1 else 0, 1),)
+                scalars.append(target.load(*alt1))
+            out.append(scalars[0] if w == 1 else UOp(Ops.VECTORIZE, vec(w), tuple(scalars)))
         return out
+
+    def _vector_alt(self, u: UOp, start: int, w: int) -> tuple[UOp, ...]:
+        """The alternative value of a gated vector LOAD `u`'s lanes [start, start + w), as a vector (none if
+        ungated)."""
+        if len(u.src) == 1:
+            return ()
+        alt = u.src[1]
+        return (self.get(alt, start, w) if alt.dtype.count > 1 else _broadcast(self.get(alt, 0, 1), w),)
 
     def store(self, u: UOp) -> UOp:
         index, value = u.src
         stores = []
-        for start, w, targets in self.accesses(Ops.STORE, index, value.dtype):
-            if len(targets) == 1 and w > 1:
-                stores.append(targets[0].store(self.get(value, start, w)))
+        for a in self.accesses(Ops.STORE, index, value.dtype):
+            start, w, targets = a.start, a.width, a.targets
+            if a.kind == "vector":
+                chunk = self.get(value, start, w)
+                if a.lanes is not None:
+                    # element k of the run is lane a.lanes.index(k) of the value
+                    chunk = UOp(Ops.GEP, chunk.dtype, (chunk,), tuple(a.lanes.index(k) for k in range(w)))
+                stores.append(targets[0].store(chunk))
             else:
                 stores.extend(target.store(self.get(value, k, 1)) for k, target in enumerate(targets, start))
         return stores[0] if len(stores) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(stores))
+
+
+@dataclass(frozen=True)
+class _Access:
+    """One chunk of a LOAD or STORE: lanes [start, start + width) through `targets` (INDEXes). A "vector" access has
+    one, the start of a contiguous run, whose element `lanes[j]` is lane j (`lanes` None: element j); a "strided"
+    read has the two vector loads that cover it; "lanes" has one per lane."""
+
+    start: int
+    width: int
+    kind: str  # "vector", "strided" or "lanes"
+    targets: list[UOp]
+    lanes: tuple[int, ...] | None = None
+
+
+def _offsets(addresses: list[UOp]) -> list[int] | None:
+    """Each address minus the first, when all the differences are constants."""
+    out = [0]
+    for a in addresses[1:]:
+        diff = (a - addresses[0]).simplify()
+        if diff.op is not Ops.CONST:
+            return None
+        out.append(diff.arg)
+    return out
 
 
 def _broadcast(x: UOp, width: int) -> UOp:

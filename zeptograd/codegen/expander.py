@@ -93,7 +93,13 @@ class _Expander:
 
     def visit(self, u: UOp) -> None:
         axes = _sorted_axes(*(self.axes[s] for s in u.src)) if u.op is not Ops.UNROLL else (u,)
-        is_index = u.dtype.scalar() in (dtypes.index, dtypes.bool) and u.op not in (Ops.LOAD, Ops.CAST, Ops.BITCAST)
+        # (a REDUCE of bools, an any() over unrolled lanes, is a reduction, not index math)
+        is_index = u.dtype.scalar() in (dtypes.index, dtypes.bool) and u.op not in (
+            Ops.LOAD,
+            Ops.CAST,
+            Ops.BITCAST,
+            Ops.REDUCE,
+        )
         if u.op in _INDEX_LEAVES or (is_index and all(s in self.symbolic for s in u.src) and u.src):
             self.symbolic.add(u)
             self.axes[u] = axes
@@ -187,6 +193,16 @@ class _Expander:
         groups: dict[tuple[int, ...], list[int]] = {}
         for lane, coord in enumerate(_lane_coords(axes)):
             groups.setdefault(tuple(c for a, c in zip(axes, coord) if a in set(kept)), []).append(lane)
+        slices = list(zip(*groups.values()))  # slices[j]: lane j of every group, in the kept lanes' order
+        if len(slices[0]) > 1 and all(list(sl) == list(range(sl[0], sl[0] + len(sl))) for sl in slices):
+            # the reduced axes vary slowest (a pooling window unrolled before its row is upcast): each value of
+            # them is a run of lanes, so the same tree combines whole vectors, lane for lane
+            parts = [UOp(Ops.GEP, partial.dtype.scalar().vec(len(sl)), (partial,), sl) for sl in slices]
+            while len(parts) > 1:
+                paired = [_combine(r.arg, parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+                parts = paired + ([parts[-1]] if len(parts) % 2 else [])
+            self.new[r] = parts[0]
+            return
         outs = []
         for lanes in groups.values():
             parts = [partial.gep(i) for i in lanes]

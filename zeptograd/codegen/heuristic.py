@@ -20,14 +20,19 @@ The rules, in order (each applied only where its amount divides the axis):
    reduce axis that is not the innermost one (the input channels of a channels-last convolution), SWAP makes
    it innermost. When B is over 1 MiB, SWAP puts the column tiles outside: one tile of it stays in L2 while the
    rows of A stream past.
-3. Other reductions: when the reduce axis is contiguous in memory (`x.sum(1)`), UNROLL it by four vectors (four
+3. A pooling window (every reduce loop at most `WINDOW_MAX` long, the window at most `WINDOW_MAX`^2): its loops
+   UNROLLed, then the output row UPCAST to one vector, when every read along the row is contiguous or reads every
+   other element (a stride-2 window); each tap is then a vector of the row (a contiguous run or two vector loads
+   and a shuffle, see `devectorize`) and the window's max or sum is taken vector by vector (max_pool2d 3x3
+   stride 2 pad 1 of (8,64,112,112): 13 -> 4-5 ms).
+4. Other reductions: when the reduce axis is contiguous in memory (`x.sum(1)`), UNROLL it by four vectors (four
    accumulators, so the adds of one iteration do not wait on each other). Elementwise kernels (and reductions
    whose output's last axis is the contiguous one, `x.sum(0)`): UPCAST the last output axis to one vector when
-   it is contiguous in the output, and a read is contiguous along it too, or is gated by a condition that does
-   not depend on it (a padded copy: one gate check per vector; a channels-last padded copy, whose reads are
-   gathered, 1.12 -> 0.68 ms). A plain transpose stays scalar: gathering its lanes is slower (4096x4096: 59 ->
-   74 ms).
-4. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
+   it is contiguous in the output, and a read is contiguous along it too (or reads every other element), or is
+   gated by a condition that does not depend on it (a padded copy: one gate check per vector; a channels-last
+   padded copy, whose reads are gathered, 1.12 -> 0.68 ms). A plain transpose stays scalar: gathering its lanes
+   is slower (4096x4096: 59 -> 74 ms).
+5. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
    that divides evenly across `THREADS` cores; when none does, the outermost loop is padded to a multiple
    of `THREADS` first (PADTO: the extra iterations are gated off).
 
@@ -69,6 +74,7 @@ TC_WARPS = (2, 2)  # warps a block along m and n
 # below this a kernel runs in less time than waking the other cores (runtime/cpu_threads.py) costs
 THREAD_MIN_WORK = 1 << 17
 SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
+WINDOW_MAX = 4  # a reduce loop this short (a pooling window's side) is unrolled, when its whole window is small
 
 
 def _stride(idx: UOp, r: UOp) -> int | None:
@@ -106,9 +112,19 @@ def _reads(ast: UOp) -> list[_Read]:
 
 
 def _lanes_pay(x: _Read, r: UOp) -> bool:
-    """Do vector lanes along loop `r` pay for read `x`: it is contiguous along r, or its gate ignores r (one check
-    for all the lanes)?"""
-    return _stride(x.address, r) == 1 or (x.gate_loops is not None and r not in x.gate_loops)
+    """Do vector lanes along loop `r` pay for read `x`: it is contiguous along r, or reads every other element
+    along r (two vector loads and a shuffle, see `devectorize`), or its gate ignores r (one check for all the
+    lanes)?"""
+    return _stride(x.address, r) in (1, 2) or (x.gate_loops is not None and r not in x.gate_loops)
+
+
+def _small_window(reds: list[UOp]) -> bool:
+    """Is the reduction a small window (a pooling window: 2x2, 3x3), whose loops cost more than their work?"""
+    return bool(reds) and all(r.src[0].arg <= WINDOW_MAX for r in reds) and _size_of(reds) <= WINDOW_MAX**2
+
+
+def _size_of(axes: list[UOp]) -> int:
+    return math.prod(r.src[0].arg for r in axes)
 
 
 def _store_index(ast: UOp) -> UOp | None:
@@ -273,6 +289,26 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
         loops = {r.arg: i for i, r in enumerate(output_axes(ast))}
         if b_bytes > SWAP_MIN_BYTES and rm.arg in loops and rn.arg in loops and loops[rm.arg] < loops[rn.arg]:
             ast = _try(ast, opts, Opt(OptOps.SWAP, loops[rm.arg], loops[rn.arg]))
+    elif (
+        outs
+        and _small_window(reds)
+        and _stride(out_index, outs[-1]) == 1
+        and any(outs[-1] in x.loops for x in reads)
+        and all(_lanes_pay(x, outs[-1]) for x in reads if outs[-1] in x.loops)
+        and (a := _divisor(sizes[-1], (lanes, 8, 4))) is not None
+    ):
+        # a pooling window: its loops unrolled, then vectors along the output row (reading every element, or
+        # every other one: the window's stride); the lanes of the axis split last vary fastest, so each tap of
+        # the window is one vector of the row and the window's sum or max is taken vector by vector
+        for _ in reds:
+            left = [i for i, r in enumerate(reduce_axes(ast)) if r.src[0].arg > 1]
+            if not left:
+                break
+            new = _try(ast, opts, Opt(OptOps.UNROLL, left[0], reduce_axes(ast)[left[0]].src[0].arg))
+            if new is ast:
+                break
+            ast = new
+        ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a))
     elif reds and any(_stride(x.address, reds[-1]) == 1 for x in reads):
         # a reduction along contiguous memory: vector accumulators over the reduce axis
         if (a := _divisor(reds[-1].src[0].arg, (4 * lanes, 2 * lanes, lanes, 4))) is not None:
