@@ -16,7 +16,7 @@ Numerics, in short (test/test_tensor_elementwise.py checks each claim against fl
   polynomial: within 2 ulp over the whole float32 range, denormal results included. `log` is LOG2 times ln2 (2 ulp).
 - `sin` is the SIN op, which codegen/transcendental.py turns into an exact argument reduction and a polynomial:
   within 1 ulp for any float32 |x|, and in float64 for |x| < 1.6e9. `cos` is the same code with the quadrant
-  shifted by one (as accurate). `tan` is sin / cos (within 3 ulp).
+  shifted by one (as accurate). `tan` is sin's reduction and a tan polynomial (within 2 ulp: 1.27 measured).
 - `expm1`, `log1p`, `tanh`, `sinh`, `asinh`, `atanh`, `sigmoid`, `softplus`, `logsigmoid`, `elu`, `erfc`
   keep their relative accuracy near 0 (or in the tail) and do not overflow where the result is finite
   (sigmoid(-400) is 0, softplus(400) is 400): within about 5 ulp in float32.
@@ -40,7 +40,7 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from zeptograd.codegen.transcendental import target_of, xsin
+from zeptograd.codegen.transcendental import target_of, xsin, xtan
 from zeptograd.dtype import DType, category, dtypes, result_type
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError, DTypeError
@@ -1018,14 +1018,17 @@ class ElementwiseMixin:
         target = target_of(Device[self.device].renderer)
         return self._elementwise(lambda x: xsin(x, quadrant=1, target=target))
 
+    @_derivative(lambda x, y: 1 + y * y)
     @_float_math
     def tan(self) -> Tensor:
-        """The tangent, sin / cos.
+        """The tangent: sin's exact argument reduction, then a polynomial for tan (or its reciprocal) of the
+        reduced argument (codegen/transcendental.py): within 2 ulp for any |self| in float32.
 
         >>> Tensor([0.0]).tan().tolist()
         [0.0]
         """
-        return self._alu(Ops.SIN) / self.cos()
+        target = target_of(Device[self.device].renderer)
+        return self._elementwise(lambda x: xtan(x, target=target))
 
     def _asin_small(self) -> Tensor:
         """asin on |x| <= 0.5 (the fit)."""
