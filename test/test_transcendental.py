@@ -25,8 +25,9 @@ from zeptograd.renderer.wgsl import WGSLRenderer
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_python import PythonProgram
 from zeptograd.schedule.kernelize import create_schedule
-from zeptograd.uop import Ops
+from zeptograd.uop import Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
+from zeptograd.uop.symbolic import symbolic
 
 # the decomposed kernels are hundreds of nodes each: round-tripping every graph through pyrender (conftest.py) in
 # every test would add 15 s here; the special-value tests keep it on for each decomposition
@@ -268,14 +269,14 @@ def test_pow():
 
 def test_no_transcendental_ops_or_libm_calls_are_left():
     x = Tensor(np.linspace(-3, 3, 16, dtype=np.float32)).realize()
-    out = (x.exp2() + x.exp() + x.tanh() + x.log2() + x.sin() + x.sqrt()).uop
+    out = (x.exp2() + x.exp() + x.tanh() + x.log2() + x.sin() + x.cos() + x.tan() + x.sqrt()).uop
     (item,) = create_schedule([out], ["CPU"])[0]
     ops = {u.op for u in full_rewrite(item.ast)}
     assert (
-        not ops & {Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN} and Ops.SQRT in ops
+        not ops & {Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TAN} and Ops.SQRT in ops
     )  # sqrt is one instruction: it stays
     src = get_program(item.ast, Device["CPU"].renderer).src
-    assert not re.search(r"\b(exp2|exp|tanh|log2|sin)f?\(", src)  # no libm call
+    assert not re.search(r"\b(exp2|exp|tanh|log2|sin|cos|tan)f?\(", src)  # no libm call
     assert "sqrtf(" in src or "__builtin_ia32_sqrtps" in src  # sqrt: one instruction, scalar or vector
 
 
@@ -291,6 +292,35 @@ def test_sin_branches_per_vector(op: str, where: int | None):
     if where is not None:
         x[where] = specials.get(where, np.float32(1.5e20))
     assert max_ulp(getattr(Tensor(x), op)().numpy(), ref64(getattr(np, op), x)) <= 2
+
+
+# SIN, COS and TAN are three ops: whatever evaluates one (the decompositions, the PYTHON device's exec_alu, the
+# constant folder) must not compute another
+ANGLES = np.array([0.5, -1.25, 2.0, 3.0, -100.0, 1e7, 0.0, -0.0], np.float32)
+
+
+@pytest.mark.parametrize("op", ["sin", "cos", "tan"])
+def test_each_evaluator_computes_its_own_function(op: str):
+    """The CPU (the decompositions: tan within 2 ulp), the PYTHON device and the constant folder (both exec_alu,
+    Python's math rounded once) each give their op's function of the same angles, against numpy."""
+    ref = ref64(getattr(np, op), ANGLES)
+    assert max_ulp(getattr(Tensor(ANGLES, device="CPU"), op)().numpy(), ref) <= 2
+    assert max_ulp(getattr(Tensor(ANGLES, device="PYTHON"), op)().numpy(), ref) <= 1
+    folded = [graph_rewrite(getattr(UOp.const(dtypes.float32, float(v)), op)(), symbolic) for v in ANGLES]
+    assert all(u.op is Ops.CONST for u in folded)
+    assert max_ulp(np.array([u.arg for u in folded], np.float32), ref) <= 1
+    # a constant tensor's op is folded in the kernel: the folder's value on the CPU
+    const = getattr(Tensor.full((4,), float(ANGLES[1])), op)().numpy()
+    np.testing.assert_array_equal(const, np.full(4, folded[1].arg, np.float32))
+
+
+def test_cos_and_tan_build_as_cheaply_as_sin():
+    """COS and TAN are single ops until the compiler lowers them: building cos or tan adds one node, as sin does
+    (it was the whole reduction and polynomial, ~1.6 ms of Python per call)."""
+    x = Tensor(np.linspace(-3, 3, 8, dtype=np.float32)).realize()
+    for op in ("sin", "cos", "tan"):
+        out = getattr(x, op)().uop
+        assert out.op is getattr(Ops, op.upper()) and out.src == (x.uop,)
 
 
 def test_sin_takes_a_branch_for_large_arguments():

@@ -1,4 +1,4 @@
-"""EXP2, EXP, LOG2, SIN and TANH (and tan) as plain arithmetic: range reduction, then a polynomial.
+"""EXP2, EXP, LOG2, SIN, COS, TAN and TANH as plain arithmetic: range reduction, then a polynomial.
 
 A libm call (exp2f, log2f, sinf) cannot be vectorized, and the C library and the PYTHON device compute it
 differently. These rules replace each op with ALU ops, CAST and BITCAST only, so every device runs the same
@@ -731,7 +731,17 @@ def _sin(x: UOp, ctx: Target | None) -> UOp:
     return _in_wide_float(lambda v: xsin(v, target=ctx or Target()))(x)
 
 
-# the rewrite's ctx is the Target of the device compiled for (`target_of(renderer)`); SIN needs it
+def _cos(x: UOp, ctx: Target | None) -> UOp:
+    """cos: xsin with the quadrant one further, for the rewrite's Target."""
+    return _in_wide_float(lambda v: xsin(v, quadrant=1, target=ctx or Target()))(x)
+
+
+def _tan(x: UOp, ctx: Target | None) -> UOp:
+    """xtan for the rewrite's Target."""
+    return _in_wide_float(lambda v: xtan(v, target=ctx or Target()))(x)
+
+
+# the rewrite's ctx is the Target of the device compiled for (`target_of(renderer)`); SIN, COS and TAN need it
 decompositions = PatternMatcher(
     [
         # EXP2(x) -> 2**round(x) (from bits) * 2**f (polynomial)
@@ -744,5 +754,9 @@ decompositions = PatternMatcher(
         (UPat(Ops.LOG2, src=(UPat.var("x"),)), _in_wide_float(xlog2), "log2 -> exponent + polynomial"),
         # SIN(x) -> +-sin(r) or +-cos(r), x = k*pi/2 + r
         (UPat(Ops.SIN, src=(UPat.var("x"),)), _sin, "sin -> reduction + polynomial"),
+        # COS(x) -> SIN's code with the quadrant k + 1
+        (UPat(Ops.COS, src=(UPat.var("x"),)), _cos, "cos -> reduction + polynomial"),
+        # TAN(x) -> tan(r) or -1/tan(r) by the parity of k, x = k*pi/2 + r
+        (UPat(Ops.TAN, src=(UPat.var("x"),)), _tan, "tan -> reduction + polynomial"),
     ]
 )
