@@ -79,6 +79,8 @@ def test_float_binary_ops_match_numpy(dt: DType, op: Ops):
         (Ops.TANH, np.tanh),
         (Ops.LOG2, np.log2),
         (Ops.SIN, np.sin),
+        (Ops.COS, np.cos),
+        (Ops.TAN, np.tan),
         (Ops.SQRT, np.sqrt),
         (Ops.RECIPROCAL, np.reciprocal),
         (Ops.NEG, np.negative),

@@ -103,10 +103,10 @@ def test_alu_compares_where_and_bitwise() -> None:
 def test_math_is_ocml(dt: DType) -> None:
     width = {dtypes.float16: "f16", dtypes.float32: "f32", dtypes.float64: "f64"}[dt]
     x = cpu(np.ones(64, np.float32)).cast(dt)
-    src = one(x.exp2() + x.log2() + x.sin() + x.sqrt())
-    for fn in ("exp2", "log2", "sin", "sqrt"):
-        # half's sin is computed in float (the Tensor's rule, as on every device)
-        w = "f32" if (dt, fn) == (dtypes.float16, "sin") else width
+    src = one(x.exp2() + x.log2() + x.sin() + x.cos() + x.tan() + x.sqrt())
+    for fn in ("exp2", "log2", "sin", "cos", "tan", "sqrt"):
+        # half's sin, cos and tan are computed in float (the Tensor's rule, as on every device)
+        w = "f32" if dt is dtypes.float16 and fn in ("sin", "cos", "tan") else width
         assert f"__ocml_{fn}_{w}(" in src, fn
         assert re.search(rf'extern "C" __attribute__\(\(device, const\)\) \w+ __ocml_{fn}_{w}\(', src), fn
 

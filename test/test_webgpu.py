@@ -175,11 +175,11 @@ def test_sin_uses_the_targets_reductions():
     assert not target_of(WGSLRenderer()).fused_mulacc and not target_of(WGSLRenderer()).int64
 
 
-@pytest.mark.parametrize("op, bound", [("sin", 1), ("cos", 1), ("tan", 3)])
+@pytest.mark.parametrize("op, bound", [("sin", 1), ("cos", 1), ("tan", 2)])
 def test_sin_cos_tan_whole_range(op: str, bound: int):
     """The whole float32 range (both signs, 0, -0, denormals, inf, nan), the values nearest multiples of pi/2
-    and the largest floats, against numpy in float64: sin and cos within 1 ulp (0.85 measured), tan = sin / cos
-    within its bound of 3 (1.95 measured)."""
+    and the largest floats, against numpy in float64: sin and cos within 1 ulp (0.85 measured), tan within 2
+    (1.02 measured here; the same arithmetic on the CPU: 1.21 over every float32 below 2**20)."""
     x = np.concatenate([sweep32(200_000, -149, 128, 22), near_half_pi()])
     assert max_ulp(getattr(Tensor(x, device=DEV), op)().numpy(), ref64(getattr(np, op), x)) <= bound
 
@@ -201,7 +201,7 @@ def _contracts() -> bool:
         return bool((x * x - float(np.float32(1 + 2.0**-11))).numpy()[0] != 0)
 
 
-@pytest.mark.parametrize("op", ["sin", "cos"])
+@pytest.mark.parametrize("op", ["sin", "cos", "tan"])
 def test_sin_is_the_ir_bit_for_bit(op: str):
     """With no MULACC (NOOPT) and a driver that does not contract, WEBGPU computes the IR's arithmetic exactly as
     the CPU and the PYTHON device do: every bit, so no optimizer fold is left in the two-sums and the integer

@@ -130,6 +130,10 @@ pm_gradient = PatternMatcher(
         (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (ctx / (_t(ret.src[0], ctx) * math.log(2)),), "log2 x"),
         # d(sin x) = cos x dx
         (UPat(Ops.SIN, name="ret"), lambda ctx, ret: (ctx * _t(ret.src[0], ctx).cos(),), "sin x"),
+        # d(cos x) = -sin x dx
+        (UPat(Ops.COS, name="ret"), lambda ctx, ret: (-ctx * _t(ret.src[0], ctx).sin(),), "cos x"),
+        # d(tan x) = (1 + tan(x)^2) dx
+        (UPat(Ops.TAN, name="ret"), lambda ctx, ret: (ctx * (1 + _t(ret, ctx) * _t(ret, ctx)),), "tan x"),
         # trunc is a step function: its derivative is 0 wherever it has one
         (UPat(Ops.TRUNC, name="ret"), lambda ctx, ret: (ctx.zeros_like(),), "trunc x"),
         # d(max(a, b)) goes to the larger of a, b, halves on a tie

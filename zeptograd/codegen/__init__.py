@@ -11,9 +11,10 @@ passes when SPEC=1):
 1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding, work-groups)
    applied to its loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1`
    (opt.py, heuristic.py). On a GPU-style device the output loops then become work-group indices (gpudims.py).
-2. `decompositions`: EXP2, LOG2 and SIN become range reduction and polynomials (transcendental.py), so they
-   vectorize like any arithmetic (for every target but the PYTHON device, which computes them exactly). SIN's
-   reductions are those the renderer's target can run (a fused multiply-add, 64-bit ints: `target_of`).
+2. `decompositions`: EXP2, EXP, TANH, LOG2, SIN, COS and TAN become range reduction and polynomials
+   (transcendental.py), so they vectorize like any arithmetic (for every target but the PYTHON device, which
+   computes them exactly, and HIP, which calls ocml). The reductions of SIN, COS and TAN are those the renderer's
+   target can run (a fused multiply-add, 64-bit ints: `target_of`).
 3. `expand`: upcast and unrolled lanes become vector dtypes (VECTORIZE / GEP; expander.py).
 4. `devectorize`: vectors narrowed to what the target renders, contiguous accesses as vector LOAD/STORE
    (devectorizer.py).
@@ -129,9 +130,9 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     if getattr(renderer, "has_local", False):
         sink = gpu_dims(sink)
     _check(sink, "after opt")
-    # EXP2 LOG2 SIN -> arithmetic, before expand so the polynomials become vector code; a target that has them
-    # (the PYTHON device: exact math) keeps the ops. SIN's reductions depend on the target (fused multiply-add,
-    # 64-bit integers)
+    # EXP2 LOG2 SIN COS TAN ... -> arithmetic, before expand so the polynomials become vector code; a target that
+    # has them (the PYTHON device: exact math) keeps the ops. The reductions of SIN, COS and TAN depend on the target
+    # (fused multiply-add, 64-bit integers)
     if not getattr(renderer, "native_transcendentals", False):
         sink = graph_rewrite(sink, decompositions, target_of(renderer), name="decompositions")
     sink = expand(sink)

@@ -1,4 +1,4 @@
-"""EXP2, EXP, LOG2, SIN and TANH as plain arithmetic: range reduction, then a polynomial.
+"""EXP2, EXP, LOG2, SIN, COS, TAN and TANH as plain arithmetic: range reduction, then a polynomial.
 
 A libm call (exp2f, log2f, sinf) cannot be vectorized, and the C library and the PYTHON device compute it
 differently. These rules replace each op with ALU ops, CAST and BITCAST only, so every device runs the same
@@ -7,8 +7,8 @@ SQRT stays an op: it is one IEEE-exact instruction everywhere (C's sqrtf vectori
 
 float32 and float64 have their own constants; float16 (and any other narrow float) computes in float32 and
 rounds once at the end. Measured against numpy in float64 (long double for float64), the largest errors are
-about 1.1 ulp (exp2), 0.8 ulp (log2), 0.9 ulp (sin, cos) in float32 over the whole range, 1.2 / 0.6 / 0.8 ulp in
-float64; test/test_transcendental.py holds them to 2 ulp.
+about 1.1 ulp (exp2), 0.8 ulp (log2), 0.9 ulp (sin, cos), 1.3 ulp (tan) in float32 over the whole range,
+1.2 / 0.6 / 0.8 / 1.1 ulp in float64; test/test_transcendental.py holds them to 2 ulp.
 
 - `exp2(x)`: x = n + f with n = round(x), |f| <= 1/2 exact; 2**f by a polynomial, 2**n built from its bits in
   two halves so that neither leaves the normal range and a denormal result rounds once. Special values:
@@ -38,6 +38,12 @@ float64; test/test_transcendental.py holds them to 2 ulp.
   (lavapipe) sin and cos are within 0.85 ulp over a sweep of the whole float32 range, and the CPU running the
   same reductions agrees bit for bit (with no MULACC on either); checked on every float32 below 2**20: at most
   0.905 ulp there (0.895 on the CPU, whose MULACCs are fused).
+- `tan(x)`: the same reductions (one for any Target: `_on_reduction`), then tan(r) or -1/tan(r) by the parity of
+  k (`_tan_reduced`). tan(r) = r + r**3 * P(r*r) is a pair (Fast2Sum of r and the polynomial's part); for an
+  odd k, 1/t_hi is refined by a Newton step whose residual 1 - t_hi*y is exact (a fused multiply-add, or exact
+  products of half-length parts where MULACC is not fused), so the reciprocal rounds about once. Checked on every
+  float32 below 2**20: at most 1.27 ulp with the CPU's reductions, 1.17 with those of a target with neither
+  (1.21 with no MULACC at all, as on lavapipe); it was sin / cos (two reductions and a division): 2.32.
 
 The polynomials: the float32 ones are fits made for this module (relative-error least squares on Chebyshev
 nodes, reweighted towards minimax (Lawson), each coefficient rounded to float32 in turn and the rest refitted
@@ -181,6 +187,33 @@ _COS = {
     dtypes.float32: (0.04166662320494652, -0.001388632575981319, 2.433100962662138e-05),  # fit: 4.5e-10
     dtypes.float64: tuple((-1) ** k / math.factorial(2 * k) for k in range(2, 10)),  # Taylor to r**18
 }
+
+
+def _tan_taylor(n: int) -> tuple[float, ...]:
+    """The first n coefficients of P in tan(r) = r + r**3 * P(r*r), exact: tan' = 1 + tan**2 gives the Taylor
+    coefficients of tan = sum a_k r**k from a_0 = 0, a_1 = 1 by (k+1) a_(k+1) = sum_(i+j=k) a_i a_j (k >= 1)."""
+    a = [Fraction(0), Fraction(1)]
+    for k in range(1, 2 * n + 2):
+        a.append(sum((a[i] * a[k - i] for i in range(k + 1)), Fraction(0)) / (k + 1))
+    return tuple(float(a[2 * j + 3]) for j in range(n))
+
+
+# tan(r) = r + r**3 * (t1 + r*r*(t2 + ...)) on |r| <= pi/4 (float32: 0.89, as for sin)
+_TAN = {
+    # fit (see the module docstring): relative error 1.3e-9
+    dtypes.float32: (
+        0.33333316445350647,
+        0.13334013521671295,
+        0.053875453770160675,
+        0.022474873811006546,
+        0.006714122835546732,
+        0.007918739691376686,
+        -0.003336726687848568,
+        0.003081014845520258,
+    ),
+    dtypes.float64: _tan_taylor(28),  # Taylor to r**57: truncation 3e-18 at pi/4
+}
+
 # log(1+f) = f - f*f/2 + s*(f*f/2 + z*(a1 + z*(a2 + ...))), s = f/(2+f), z = s*s: the atanh series 2/(2k+1)
 _LOG = {dt: tuple(2 / (2 * k + 1) for k in range(1, n + 1)) for dt, n in ((dtypes.float32, 4), (dtypes.float64, 10))}
 
@@ -588,14 +621,49 @@ def _sin_reduced(q: UOp, r: UOp, r_lo: UOp, quadrant: int) -> UOp:
     return ((q & 2) == 0).where(value, -value)
 
 
+def _split_half(x: UOp, fmt: _Format) -> tuple[UOp, UOp]:
+    """x as a + b: a the leading digits//2 significant bits of x (the others cleared), b = x - a (exact). a*a and
+    a*b are exact products; b*b is too in float32 (12 bits each), and in float64 rounds far below its use here."""
+    digits = fmt.mant + 1
+    a = (x.bitcast(_int_like(x, fmt)) & -(1 << (digits - digits // 2))).bitcast(x.dtype)
+    return a, _sub(x, a)
+
+
+def _tan_reduced(q: UOp, r: UOp, r_lo: UOp, fused: bool) -> UOp:
+    """tan(k*pi/2 + r + r_lo) from q = k mod 4 and the reduced argument: tan(r) for an even k, -1/tan(r) for an
+    odd one (tan has period pi). tan(r) is a pair t_hi + t_lo (Fast2Sum of r and the polynomial's part), so t_hi
+    is tan(r) rounded once. 1/(t_hi + t_lo) is y0 = 1/t_hi refined by one Newton step, y0 + y0*(e - t_lo*y0) with
+    the residual e = 1 - t_hi*y0 computed exactly (a fused multiply-add; where MULACC is not fused, `fused`
+    False, from exact products of half-length parts), so that it too rounds about once, whatever the accuracy
+    of the device's division."""
+    fmt = FORMATS[r.dtype.scalar()]
+    z = r * r
+    part = r * z * _poly(z, _TAN[fmt.dt])  # tan(r) - r: at most 0.39 |r|
+    # tan(r + r_lo) = tan(r) + r_lo*(1 + tan(r)**2) (not 1 + r*r: r_lo is half an ulp of r, that is 0.25 ulp)
+    t0 = r + part
+    tail = part + r_lo * (t0 * t0 + 1.0)
+    t_hi = r + tail
+    t_lo = _sub(tail, _sub(t_hi, r))  # Fast2Sum: |tail| < |r|
+    y0 = t_hi.alu(Ops.RECIPROCAL)
+    if fused:
+        e = t_hi.alu(Ops.MULACC, -y0, y0.const_like(1.0))
+    else:
+        # 1 - t_a*y_a is exact (Sterbenz), the other products are exact and small: e to far more than it needs
+        t_a, t_b = _split_half(t_hi, fmt)
+        y_a, y_b = _split_half(y0, fmt)
+        e = _sub(_sub(_sub(_sub(y0.const_like(1.0), t_a * y_a), t_a * y_b), t_b * y_a), t_b * y_b)
+    cot = y0 + y0 * _sub(e, t_lo * y0)
+    return ((q & 1) == 0).where(t_hi, -cot)
+
+
 def _rarely(cond: UOp, rare: UOp, common: UOp) -> UOp:
     """where(cond, rare, common), where cond is rarely true: `rare` is only computed when some lane needs it."""
     return UOp(Ops.WHERE, common.dtype, (cond, rare, common), RARE)
 
 
-def xsin(x: UOp, quadrant: int = 0, target: Target = Target()) -> UOp:
-    """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1, with the
-    reductions `target` can run."""
+def _on_reduction(x: UOp, target: Target, evaluate: Callable[[UOp, UOp, UOp], UOp]) -> UOp:
+    """evaluate(q, r_hi, r_lo) for x = k*pi/2 + r_hi + r_lo, q = k mod 4, with the reductions `target` can run
+    (one reduction whatever the function: sin, cos and tan share it); nan for inf and nan."""
     fmt = FORMATS[x.dtype.scalar()]
     # float32: Payne-Hanek (any size; in 32-bit integers where there are no 64-bit ones); float64: Cody-Waite
     # with a split k, a fallback beyond 1.6e9
@@ -603,18 +671,34 @@ def xsin(x: UOp, quadrant: int = 0, target: Target = Target()) -> UOp:
         far = _reduce_payne_hanek_f32(x) if target.int64 else _reduce_payne_hanek_f32_u32(x)
     else:
         far = _reduce_cody_waite(x, fmt)
-    ret = _sin_reduced(*far, quadrant)
+    ret = evaluate(*far)
     ret = (x.alu(Ops.SUB, x) != 0.0).where(x.const_like(math.nan), ret)  # inf - inf and nan - nan are nan
     # the common case, |x| < 2**k_fma, reduces with fused multiply-adds, or exact products and two-sums
     # where MULACC is not fused; larger arguments (and nan, inf) take the branch
     bound = 2.0**fmt.k_fma
     common = x * x < bound * bound
     near = _reduce_fma(x, fmt) if target.fused_mulacc else _reduce_two_sums(x, fmt)
-    ret = _rarely(common.logical_not(), ret, _sin_reduced(*near, quadrant))
-    if quadrant == 0:
-        tiny = 2.0 ** (-(fmt.mant + 3) // 2)  # sin(x) rounds to x: x**3/6 is below half an ulp of x
-        ret = (x * x < tiny * tiny).where(x, ret)  # keeps the sign of 0 and the denormals exact
-    return ret
+    return _rarely(common.logical_not(), ret, evaluate(*near))
+
+
+def _itself_where_tiny(x: UOp, ret: UOp) -> UOp:
+    """x where sin(x) and tan(x) round to x (x**3/3 is below half an ulp of x), else ret: keeps the sign of 0 and
+    the denormals exact."""
+    tiny = 2.0 ** (-(FORMATS[x.dtype.scalar()].mant + 3) // 2)
+    return (x * x < tiny * tiny).where(x, ret)
+
+
+def xsin(x: UOp, quadrant: int = 0, target: Target = Target()) -> UOp:
+    """sin(x + quadrant*pi/2) for a float32 or float64 x: sin for quadrant 0, cos for quadrant 1, with the
+    reductions `target` can run."""
+    ret = _on_reduction(x, target, lambda q, r, r_lo: _sin_reduced(q, r, r_lo, quadrant))
+    return _itself_where_tiny(x, ret) if quadrant == 0 else ret
+
+
+def xtan(x: UOp, target: Target = Target()) -> UOp:
+    """tan of a float32 or float64 x: sin's reduction (`target`'s), then the tan polynomial (`_tan_reduced`)."""
+    ret = _on_reduction(x, target, lambda q, r, r_lo: _tan_reduced(q, r, r_lo, target.fused_mulacc))
+    return _itself_where_tiny(x, ret)
 
 
 def _in_wide_float(fn: Callable[[UOp], UOp]) -> Callable[[UOp], UOp]:
@@ -647,7 +731,17 @@ def _sin(x: UOp, ctx: Target | None) -> UOp:
     return _in_wide_float(lambda v: xsin(v, target=ctx or Target()))(x)
 
 
-# the rewrite's ctx is the Target of the device compiled for (`target_of(renderer)`); SIN needs it
+def _cos(x: UOp, ctx: Target | None) -> UOp:
+    """cos: xsin with the quadrant one further, for the rewrite's Target."""
+    return _in_wide_float(lambda v: xsin(v, quadrant=1, target=ctx or Target()))(x)
+
+
+def _tan(x: UOp, ctx: Target | None) -> UOp:
+    """xtan for the rewrite's Target."""
+    return _in_wide_float(lambda v: xtan(v, target=ctx or Target()))(x)
+
+
+# the rewrite's ctx is the Target of the device compiled for (`target_of(renderer)`); SIN, COS and TAN need it
 decompositions = PatternMatcher(
     [
         # EXP2(x) -> 2**round(x) (from bits) * 2**f (polynomial)
@@ -660,5 +754,9 @@ decompositions = PatternMatcher(
         (UPat(Ops.LOG2, src=(UPat.var("x"),)), _in_wide_float(xlog2), "log2 -> exponent + polynomial"),
         # SIN(x) -> +-sin(r) or +-cos(r), x = k*pi/2 + r
         (UPat(Ops.SIN, src=(UPat.var("x"),)), _sin, "sin -> reduction + polynomial"),
+        # COS(x) -> SIN's code with the quadrant k + 1
+        (UPat(Ops.COS, src=(UPat.var("x"),)), _cos, "cos -> reduction + polynomial"),
+        # TAN(x) -> tan(r) or -1/tan(r) by the parity of k, x = k*pi/2 + r
+        (UPat(Ops.TAN, src=(UPat.var("x"),)), _tan, "tan -> reduction + polynomial"),
     ]
 )

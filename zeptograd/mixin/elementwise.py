@@ -3,8 +3,8 @@
 >>> (Tensor([1.0, -2.0]) * 3).relu().tolist()
 [3.0, 0.0]
 
-Everything here is built from the IR's ALU ops (EXP2 EXP TANH LOG2 SIN SQRT RECIPROCAL NEG TRUNC, the binary ops,
-WHERE), CAST and BITCAST, so it fuses into whatever kernel reads it and runs on every device.
+Everything here is built from the IR's ALU ops (EXP2 EXP TANH LOG2 SIN COS TAN SQRT RECIPROCAL NEG TRUNC, the binary
+ops, WHERE), CAST and BITCAST, so it fuses into whatever kernel reads it and runs on every device.
 
 Numerics, in short (test/test_tensor_elementwise.py checks each claim against float64 references):
 
@@ -15,8 +15,9 @@ Numerics, in short (test/test_tensor_elementwise.py checks each claim against fl
 - `exp` is the EXP op, which reduces its argument exactly (Cody-Waite: x = n*ln2 + r) before the exp2
   polynomial: within 2 ulp over the whole float32 range, denormal results included. `log` is LOG2 times ln2 (2 ulp).
 - `sin` is the SIN op, which codegen/transcendental.py turns into an exact argument reduction and a polynomial:
-  within 1 ulp for any float32 |x|, and in float64 for |x| < 1.6e9. `cos` is the same code with the quadrant
-  shifted by one (as accurate). `tan` is sin / cos (within 3 ulp).
+  within 1 ulp for any float32 |x|, and in float64 for |x| < 1.6e9. `cos` (the COS op) is the same code with the
+  quadrant shifted by one (as accurate). `tan` (the TAN op) is sin's reduction and a tan polynomial (within 2 ulp:
+  1.27 measured).
 - `expm1`, `log1p`, `tanh`, `sinh`, `asinh`, `atanh`, `sigmoid`, `softplus`, `logsigmoid`, `elu`, `erfc`
   keep their relative accuracy near 0 (or in the tail) and do not overflow where the result is finite
   (sigmoid(-400) is 0, softplus(400) is 400): within about 5 ulp in float32.
@@ -40,12 +41,10 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from zeptograd.codegen.transcendental import target_of, xsin
 from zeptograd.dtype import DType, category, dtypes, result_type
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError, DTypeError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
-from zeptograd.runtime.device import Device
 from zeptograd.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -1005,27 +1004,27 @@ class ElementwiseMixin:
         """
         return self._log1p()
 
-    @_derivative(lambda x, y: -x.sin())
     @_float_math
     def cos(self) -> Tensor:
-        """The cosine: sin(x + pi/2), with the quarter turn added to the quadrant of sin's exact argument
-        reduction (codegen/transcendental.py), not to x: as accurate as sin, for any |self| in float32.
+        """The cosine: one COS op, which the compiler computes as sin's code with the quarter turn added to the
+        quadrant of its exact argument reduction (codegen/transcendental.py), not to x: as accurate as sin, for
+        any |self| in float32.
 
         >>> Tensor([0.0]).cos().tolist()
         [1.0]
         """
-        # built here, not by the compiler: the reductions are those of the device's renderer
-        target = target_of(Device[self.device].renderer)
-        return self._elementwise(lambda x: xsin(x, quadrant=1, target=target))
+        return self._alu(Ops.COS)
 
     @_float_math
     def tan(self) -> Tensor:
-        """The tangent, sin / cos.
+        """The tangent: one TAN op, which the compiler computes from sin's exact argument reduction and a
+        polynomial for tan (or its reciprocal) of the reduced argument (codegen/transcendental.py): within 2 ulp
+        for any |self| in float32.
 
         >>> Tensor([0.0]).tan().tolist()
         [0.0]
         """
-        return self._alu(Ops.SIN) / self.cos()
+        return self._alu(Ops.TAN)
 
     def _asin_small(self) -> Tensor:
         """asin on |x| <= 0.5 (the fit)."""

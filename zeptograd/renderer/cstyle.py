@@ -93,6 +93,8 @@ MATH_FUNCTIONS = {
     Ops.TANH: "tanh",
     Ops.LOG2: "log2",
     Ops.SIN: "sin",
+    Ops.COS: "cos",
+    Ops.TAN: "tan",
     Ops.SQRT: "sqrt",
     Ops.TRUNC: "trunc",
 }

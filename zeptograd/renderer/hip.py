@@ -11,7 +11,7 @@ What differs from CUDA C (everything else, the walk over the linear program incl
 - bit casts are `__builtin_bit_cast(T, (S)(x))`; half is `_Float16`;
 - the transcendentals and the square root are ROCm's device library, `__ocml_exp2_f32` and friends (`_f16`,
   `_f64` by dtype), the fused multiply-add `__ocml_fma_f32`; `renderer.native_transcendentals` keeps EXP2, LOG2,
-  SIN, EXP and TANH as ops for it;
+  SIN, COS, TAN, EXP and TANH as ops for it;
 - local memory is `__attribute__((shared))`, BARRIER a workgroup fence, `__builtin_amdgcn_s_barrier()` and a fence;
 - a vector (a tensor core's fragments) is a clang `ext_vector_type`, built by `make_half16(...)`-style helpers and
   read lane by lane with `[i]`; WMMA is a call of the `__WMMA_16_16_16_half_float` helper around RDNA3's
@@ -67,7 +67,7 @@ class HIPRenderer(CUDARenderer):
     device = "HIP"
     max_local_size = 1024
     local_size = 256
-    native_transcendentals = True  # ocml's exp2, log2, sin, exp, tanh
+    native_transcendentals = True  # ocml's exp2, log2, sin, cos, tan, exp, tanh
 
     def __init__(self, arch: str = "gfx1100") -> None:
         self.arch = arch

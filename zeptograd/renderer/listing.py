@@ -11,8 +11,8 @@ from zeptograd.uop.render import render_listing
 
 class ListingRenderer:
     device = "PYTHON"
-    # EXP2, LOG2 and SIN are computed exactly (Python's math), not as the polynomials compiled targets use: the
-    # reference says what the ops mean, and a step per op keeps the interpreter usable
+    # EXP2, LOG2, SIN, COS, TAN (...) are computed exactly (Python's math), not as the polynomials compiled targets
+    # use: the reference says what the ops mean, and a step per op keeps the interpreter usable
     native_transcendentals = True
 
     def max_lanes(self, op: Ops, dt: DType) -> int:

@@ -448,7 +448,7 @@ class _Function:
             prod = self.tmp(f"mul {ty} {a[0]}, {a[1]}")
             self.bind(u, f"add {ty} {prod}, {a[2]}")
         elif op in MATH_FUNCTIONS and is_float:
-            # SQRT and TRUNC are instructions; EXP2/LOG2/SIN only reach here if a target kept them (none does)
+            # SQRT and TRUNC are instructions; EXP2/LOG2/SIN/COS/TAN only reach here if a target kept them (none does)
             fn = f"@llvm.{MATH_FUNCTIONS[op]}.{_suffix(dt)}"
             self.declares.add(f"declare {ty} {fn}({ty})")
             self.bind(u, f"call {ty} {fn}({ty} {a[0]})")

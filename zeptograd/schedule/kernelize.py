@@ -134,7 +134,7 @@ def _reduce_must_realize(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict
 # divisions and square roots vectorize at a few times an add's cost. Loads are not counted here: storing a value
 # replaces the reads of its inputs in each reader with one read of the stored value.
 _OP_COST: dict[Ops, int] = {
-    **dict.fromkeys((Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN), 32),
+    **dict.fromkeys((Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TAN), 32),
     **dict.fromkeys((Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV, Ops.IDIV, Ops.MOD), 4),
 }
 _ELEMENTWISE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST}

@@ -67,6 +67,14 @@ def _sin(a: float) -> float:
     return math.nan if math.isinf(a) else math.sin(a)
 
 
+def _cos(a: float) -> float:
+    return math.nan if math.isinf(a) else math.cos(a)
+
+
+def _tan(a: float) -> float:
+    return math.nan if math.isinf(a) else math.tan(a)  # (no float is a multiple of pi/2: tan is finite)
+
+
 def _sqrt(a: float) -> float:
     if math.isnan(a) or a < 0:
         return math.nan
@@ -148,6 +156,8 @@ python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.TANH: lambda a: float(np.tanh(a)),  # numpy's rounding (math.tanh is 1 ulp off it in places)
     Ops.LOG2: _log2,
     Ops.SIN: _sin,
+    Ops.COS: _cos,
+    Ops.TAN: _tan,
     Ops.SQRT: _sqrt,
     Ops.RECIPROCAL: _reciprocal,
     Ops.TRUNC: _trunc,
@@ -170,7 +180,7 @@ python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.MULACC: lambda a, b, c: a * b + c,
 }
 
-_FLOAT_ONLY = {Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV}
+_FLOAT_ONLY = {Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TAN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV}
 _INT_ONLY = {Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.AND, Ops.OR, Ops.XOR}
 
 

@@ -78,6 +78,8 @@ class Ops(Enum):
     TANH = auto()  # one op for the same reason: its float32 polynomial and exp are the compiler's
     LOG2 = auto()
     SIN = auto()
+    COS = auto()  # sin's reduction and cos's quadrant: one op, so that a cos costs what a sin does to build
+    TAN = auto()  # sin's reduction and a tan polynomial (transcendental.py)
     SQRT = auto()
     RECIPROCAL = auto()
     NEG = auto()
@@ -114,7 +116,9 @@ class Ops(Enum):
 class GroupOp:
     """Sets of ops that rules and checks talk about together."""
 
-    Unary = frozenset({Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC})
+    Unary = frozenset(
+        {Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TAN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC}
+    )
     Binary = frozenset(
         {Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.FDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
         | {Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
@@ -125,7 +129,9 @@ class GroupOp:
     Associative = frozenset({Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX})
     Idempotent = frozenset({Ops.AND, Ops.OR, Ops.MAX})  # x op x -> x
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
-    FloatOnly = frozenset({Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV})
+    FloatOnly = frozenset(
+        {Ops.EXP2, Ops.EXP, Ops.TANH, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TAN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV}
+    )
     IntOnly = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
     Bitwise = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
     Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
@@ -297,6 +303,12 @@ class MathMixin:
 
     def sin(self) -> Any:
         return self.alu(Ops.SIN)
+
+    def cos(self) -> Any:
+        return self.alu(Ops.COS)
+
+    def tan(self) -> Any:
+        return self.alu(Ops.TAN)
 
     def sqrt(self) -> Any:
         return self.alu(Ops.SQRT)
