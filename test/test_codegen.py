@@ -233,3 +233,16 @@ def test_closed_form_count_matches_brute_force(form: str) -> None:
             got = folded.substitute({i: UOp.const(dtypes.index, iv)}).simplify()
             hits = [rv for rv in range(n) if (k < rv + iv + shift if form == "k < r + y" else rv + iv + shift < k)]
             assert got.op is Ops.CONST and got.arg == 3 * len(hits), (n, k, shift, iv)
+
+
+def test_op_count_of_a_kernel_counts_each_op_once_per_iteration_of_its_loops():
+    """The flops a kernel reports (DEBUG=2's GFLOP/s, GlobalCounters.global_ops): each REDUCE once per iteration of
+    its loops, and an op after a reduction once per output, not once per iteration of the reduction's loops too
+    (two sums multiplied counted 64 * 128 * 128 multiplies and no adds)."""
+    from zeptograd.codegen import estimate_cost
+    from zeptograd.schedule.kernelize import create_schedule
+
+    a, b = (Tensor(np.ones((64, 128), np.float32)).realize() for _ in range(2))
+    for t, want in (((a.sum(1) * b.sum(1)), 2 * 64 * 128 + 64), (a @ b.T, 2 * 64 * 64 * 128)):
+        (item,), _ = create_schedule([t.uop], ["CPU"])
+        assert estimate_cost(item.ast)[0] == want

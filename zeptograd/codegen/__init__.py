@@ -79,14 +79,15 @@ class ProgramSpec:
 
 
 def estimate_cost(sink: UOp) -> tuple[int, int]:
-    """(floating/integer value ops executed, bytes of the buffers touched), from the loop trip counts."""
+    """(floating/integer value ops executed, bytes of the buffers touched), from the loop trip counts: an ALU op
+    once per iteration of the loops it sits in, a REDUCE once per iteration of its own loops too."""
     blocks = live_ranges(sink)
     flops = 0
     mem = 0
     for u in sink.toposort():
-        if u.op in GroupOp.ALU and u.dtype is not dtypes.index:
-            trips = math.prod(r.src[0].arg for r in blocks[u] if r.op is Ops.RANGE and r.src[0].op is Ops.CONST)
-            flops += trips
+        inside = blocks[u.src[0]] if u.op is Ops.REDUCE else blocks[u] if u.op in GroupOp.ALU else None
+        if inside is not None and u.dtype is not dtypes.index:
+            flops += math.prod(r.src[0].arg for r in inside if r.op is Ops.RANGE and r.src[0].op is Ops.CONST)
         if u.op is Ops.DEFINE_GLOBAL and isinstance(u.dtype, PtrDType):
             mem += u.dtype.size * u.dtype.base.itemsize
     return flops, mem

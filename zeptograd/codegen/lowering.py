@@ -22,7 +22,7 @@ from zeptograd.uop.pattern import PatternMatcher, UPat
 
 def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
     """For each node, the loops (RANGE) and conditionals (IF) it sits inside: those it depends on, less
-    those an END or ENDIF below it has closed."""
+    those an END or ENDIF below it has closed (or a REDUCE, in a kernel AST: its value is reduced over them)."""
     blocks: dict[UOp, frozenset[UOp]] = {}
     for u in root.toposort():
         inside: set[UOp] = set()
@@ -30,7 +30,7 @@ def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
             inside |= blocks[s]
         if u.op in (Ops.RANGE, Ops.IF):
             inside.add(u)
-        elif u.op is Ops.END:
+        elif u.op in (Ops.END, Ops.REDUCE):
             inside -= set(u.src[1:])
         elif u.op is Ops.ENDIF:
             inside.discard(u.src[0])
