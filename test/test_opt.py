@@ -541,3 +541,20 @@ def test_an_unrolled_any_is_a_reduction_not_index_math(device, monkeypatch):
     t = Tensor(np.arange(4, dtype=np.float32).reshape(1, 4), device=device).realize()
     t.expand(3, 4)[2] = 9
     np.testing.assert_array_equal(t.numpy(), np.full((1, 4), 9, np.float32))
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_a_padded_row_is_read_by_masked_vector_loads(device):
+    """Rows of 14 padded to 16: the first and last lane of each 16-lane read are gated off, the first row's
+    first lane addresses the element before the buffer and the last row's last one the element after it. With
+    masked loads (AVX-512 on the CPU; the PYTHON device reads only the lanes whose gate is true and checks their
+    addresses) the row is one vector load; the padding reads as 0."""
+    (a,) = _inputs((3, 14), seed=26)
+    t = Tensor(a, device=device).realize().pad(((0, 0), (1, 1))) * 2
+    plan = [Opt(OptOps.UPCAST, 1, 16)]
+    np.testing.assert_array_equal(run_plan(t, plan, device), np.pad(a, ((0, 0), (1, 1))) * 2)
+    renderer = Device[device].renderer
+    loads = _global_loads(get_program(_kernel(t, device).ast, renderer, plan))
+    width = min(16, renderer.max_lanes(Ops.LOAD, dtypes.float32))
+    if renderer.masked_load(dtypes.float32.vec(width)):
+        assert loads and all(u.src[0].src[2].dtype.count == width for u in loads), [u.src[0] for u in loads]

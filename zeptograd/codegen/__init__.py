@@ -138,7 +138,8 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
         sink = graph_rewrite(sink, decompositions, target_of(renderer), name="decompositions")
     sink = expand(sink)
     _check(sink, "after expand")
-    sink = devectorize(sink, renderer.max_lanes if renderer is not None else lambda op, dt: 1)
+    max_lanes = renderer.max_lanes if renderer is not None else lambda op, dt: 1
+    sink = devectorize(sink, max_lanes, getattr(renderer, "masked_load", None))
     _check(sink, "after devectorize")
     sink = merge_loops(graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators"))
     sink = graph_rewrite(sink, symbolic + constant_gates + lane_loads, name="simplify")

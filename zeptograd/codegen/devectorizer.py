@@ -9,7 +9,9 @@ Each vector node becomes a list of chunks of at most that many lanes (a power of
   vector access at `i`; a LOAD through `i, i+2, ..., i+2(w-1)` (every other element: a pooling window's stride,
   `x[::2]`) is two vector loads that cover them, at `i` and at `i+w-1` (so the second ends at the last lane and
   reads nothing past it), and the lanes picked from the two (a VECTORIZE of GEPs of two vectors: one shuffle in
-  C); other addresses are read or written lane by lane (a gather, a scatter);
+  C); a LOAD through one contiguous run whose lanes have gates of their own (a padded row's first and last
+  vectors) is one masked vector load where the target has them (`masked_load`: AVX-512); other addresses are read
+  or written lane by lane (a gather, a scatter);
 - a REDUCE keeps one accumulator per chunk;
 - an operand's lanes are taken from the chunks that hold them (the chunk itself, a GEP, or a VECTORIZE of
   single lanes).
@@ -20,7 +22,7 @@ multiply-add (MULACC): the IR says where an FMA goes, the C compiler does not co
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from zeptograd.dtype import DType, dtypes
@@ -39,8 +41,9 @@ def _width(total: int, limit: int) -> int:
 
 
 class _Devectorizer:
-    def __init__(self, max_lanes: MaxLanes) -> None:
+    def __init__(self, max_lanes: MaxLanes, masked_load: Callable[[DType], bool] | None = None) -> None:
         self.max_lanes = max_lanes
+        self.masked_load = masked_load
         self.chunks: dict[UOp, list[UOp]] = {}
 
     def get(self, u: UOp, start: int, n: int) -> UOp:
@@ -138,17 +141,44 @@ class _Devectorizer:
             addr = addresses[start : start + w]
             gate = None if gates is None else gates[start]
             uniform = gates is None or all(g is gate for g in gates[start : start + w])
-            offsets = _offsets(addr) if uniform and w > 1 else None
-            if offsets is not None and sorted(offsets) == list(range(min(offsets), min(offsets) + w)):
+            offsets = _offsets(addr) if w > 1 else None
+            # a gate per lane: one masked load, which reads only the lanes whose gate is true (a gated-off lane's
+            # address may be outside the buffer, a padded row's border: the load does not fault there)
+            can_mask = self.masked_load
+            masked = gates is not None and not uniform and op is Ops.LOAD
+            masked = masked and can_mask is not None and can_mask(dt.scalar().vec(w))
+            lane_gates = gates if gates is not None else []
+            if offsets is not None and uniform and sorted(offsets) == list(range(min(offsets), min(offsets) + w)):
                 low = min(offsets)
                 lanes = None if offsets == list(range(w)) else tuple(o - low for o in offsets)
                 out.append(_Access(start, w, "vector", [ptr.index(addr[0] + low if low else addr[0], gate)], lanes))
-            elif strided and offsets == list(range(0, 2 * w, 2)):
-                out.append(_Access(start, w, "strided", [ptr.index(addr[0], gate), ptr.index(addr[0] + (w - 1), gate)]))
+            elif masked and offsets == list(range(w)):
+                out.append(_Access(start, w, "masked", [ptr.index(addr[0], self._mask(lane_gates, start, range(w)))]))
+            elif strided and offsets == list(range(0, 2 * w, 2)) and (uniform or masked):
+                # element e of the first load is lane e/2 (e even); of the second (at a + w - 1), lane (w-1+e)/2
+                lo = (
+                    gate
+                    if uniform
+                    else self._mask(lane_gates, start, [e // 2 if e % 2 == 0 else None for e in range(w)])
+                )
+                hi = (
+                    gate
+                    if uniform
+                    else self._mask(lane_gates, start, [(w - 1 + e) // 2 if e % 2 else None for e in range(w)])
+                )
+                out.append(_Access(start, w, "strided", [ptr.index(addr[0], lo), ptr.index(addr[0] + (w - 1), hi)]))
             else:
                 each = [ptr.index(addresses[k], None if gates is None else gates[k]) for k in range(start, start + w)]
                 out.append(_Access(start, w, "lanes", each))
         return out
+
+    @staticmethod
+    def _mask(gates: list[UOp], start: int, lanes: Sequence[int | None]) -> UOp:
+        """The vector of gates of a masked load: element e has lane lanes[e]'s gate (None: not read, false)."""
+        false = UOp.const(dtypes.bool, False)
+        return UOp(
+            Ops.VECTORIZE, dtypes.bool.vec(len(lanes)), tuple(false if k is None else gates[start + k] for k in lanes)
+        )
 
     def load(self, u: UOp) -> list[UOp]:
         out = []
@@ -164,7 +194,7 @@ class _Devectorizer:
                     # the alternative lanes, in the order the load reads them
                     alts = (UOp(Ops.GEP, vec(w), alts, tuple(a.lanes.index(k) for k in range(w))),)
                 loads = [t.load(*alts, dtype=vec(w)) for t in targets]
-            if a.kind == "vector":
+            if a.kind in ("vector", "masked"):
                 out.append(loads[0] if a.lanes is None else UOp(Ops.GEP, vec(w), (loads[0],), a.lanes))
                 continue
             if a.kind == "strided":
@@ -210,12 +240,13 @@ class _Devectorizer:
 @dataclass(frozen=True)
 class _Access:
     """One chunk of a LOAD or STORE: lanes [start, start + width) through `targets` (INDEXes). A "vector" access has
-    one, the start of a contiguous run, whose element `lanes[j]` is lane j (`lanes` None: element j); a "strided"
-    read has the two vector loads that cover it; "lanes" has one per lane."""
+    one, the start of a contiguous run, whose element `lanes[j]` is lane j (`lanes` None: element j); a "masked"
+    read one, gated lane by lane (a vector of gates); a "strided" read has the two vector loads that cover it;
+    "lanes" has one per lane."""
 
     start: int
     width: int
-    kind: str  # "vector", "strided" or "lanes"
+    kind: str  # "vector", "masked", "strided" or "lanes"
     targets: list[UOp]
     lanes: tuple[int, ...] | None = None
 
@@ -235,11 +266,12 @@ def _broadcast(x: UOp, width: int) -> UOp:
     return UOp(Ops.VECTORIZE, x.dtype.vec(width), (x,) * width)
 
 
-def devectorize(sink: UOp, max_lanes: MaxLanes) -> UOp:
-    """`sink` with every vector at most as wide as `max_lanes` allows (see the module docstring)."""
+def devectorize(sink: UOp, max_lanes: MaxLanes, masked_load: Callable[[DType], bool] | None = None) -> UOp:
+    """`sink` with every vector at most as wide as `max_lanes` allows (see the module docstring); `masked_load(dt)`:
+    whether the target reads a vector `dt` under a gate per lane (None: it does not)."""
     if not any(u.dtype.count > 1 for u in sink.toposort()):
         return sink
-    dv = _Devectorizer(max_lanes)
+    dv = _Devectorizer(max_lanes, masked_load)
     for u in sink.toposort():
         dv.visit(u)
     return dv.chunks[sink][0]

@@ -129,6 +129,13 @@ _HAS_AVX2_FMA = {"avx2", "fma"} <= _X86_FLAGS
 # core with two 512-bit FMA units twice the peak (matmul 1024 on 2 Xeon cores: 184 -> see README)
 _HAS_AVX512 = _HAS_AVX2_FMA and "avx512f" in _X86_FLAGS and os.environ.get("ZG_AVX512", "1") != "0"
 VECTOR_BYTES = 64 if _HAS_AVX512 else 32
+# AVX-512 loads a vector under a mask (vmovups zmm{k}): a lane whose mask bit is off is not read, and does not
+# fault; the mask comes from a vector of bools (int32 lanes of -1/0) by vpmovd2m (AVX512DQ, VL for 256 and 128 bits)
+_MASKED_LOADS: dict[tuple[DType, int], str] = {}
+if _HAS_AVX512 and {"avx512dq", "avx512vl"} <= _X86_FLAGS:
+    for _lanes, _bits in ((16, 512), (8, 256), (4, 128)):
+        _MASKED_LOADS[(dtypes.float32, _lanes)] = f"loadups{_bits}"
+        _MASKED_LOADS[(dtypes.int32, _lanes)] = f"loaddqusi{_bits}"
 
 # GCC vector extension types: the lanes of each scalar type in one vector register
 VECTOR_LANES: dict[DType, int] = {
@@ -217,6 +224,10 @@ class CRenderer:
         if op in _VECTOR_X86 and dtypes.is_float(dt) and _HAS_AVX2_FMA:
             return lanes
         return 1
+
+    def masked_load(self, dt: DType) -> bool:
+        """Can the C code read vector `dt` under a gate per lane (AVX-512's masked loads; the CPU device only)?"""
+        return self.device == "CPU" and (dt.scalar(), dt.count) in _MASKED_LOADS
 
     def supported_dtypes(self) -> frozenset[DType]:
         """The scalar dtypes this renderer's device computes and stores (the C device: every one C has).
@@ -369,7 +380,10 @@ class CRenderer:
             elif op is Ops.LOAD:
                 index = u.src[0]
                 addr = self.load(u.dtype, index, src[0])
-                expr = self.choose(names[index.src[2]], addr, src[1]) if len(index.src) == 3 else addr
+                if len(index.src) == 3 and index.src[2].dtype.count > 1:
+                    expr = _masked_load(u.dtype, src[0], src[1], names[index.src[2]])
+                else:
+                    expr = self.choose(names[index.src[2]], addr, src[1]) if len(index.src) == 3 else addr
                 if u.dtype.count > 1 and uses[u] > 1 and _HAS_AVX2_FMA and self.device == "CPU":
                     # a vector read by several FMAs: keep it in a register (GCC would fold the load into every
                     # FMA, and a 4x16 tile would then wait on 12 loads for 8 FMAs instead of 6)
@@ -472,6 +486,15 @@ def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
     if dt.count > 1 and isinstance(ptr, PtrDType) and ptr.base.count == 1:
         return f"(*({const}{vector_name(dt)}_u*)&{lvalue})"
     return lvalue
+
+
+def _masked_load(dt: DType, lvalue: str, alt: str, gate: str) -> str:
+    """A vector of `dt` read at element `lvalue` where the lanes of the bool vector `gate` are true, `alt`'s lanes
+    elsewhere (`CRenderer.masked_load` says which `dt` have it)."""
+    name, scalar = _MASKED_LOADS[(dt.scalar(), dt.count)], C_TYPES[dt.scalar()]
+    bits = name[-3:].lstrip("us")
+    mask = f"__builtin_ia32_cvtd2mask{bits}({gate})"
+    return f"__builtin_ia32_{name}_mask((const {scalar}*)&{lvalue}, {alt}, {mask})"
 
 
 def _int_of(dt: DType) -> DType:

@@ -19,5 +19,10 @@ class ListingRenderer:
         """The interpreter executes every op on vectors of any width; 8 keeps programs like the CPU's."""
         return 8
 
+    def masked_load(self, dt: DType) -> bool:
+        """A vector read under a gate per lane: the interpreter reads only the lanes whose gate is true, as
+        AVX-512's masked loads do (the reference executes every form of LOAD the CPU's programs have)."""
+        return True
+
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         return f"# {name}\n{render_listing(uops)}\n"

@@ -224,7 +224,11 @@ class PythonProgram:
                 values[u] = (values[u.src[0]], values[u.src[1]], gate)
             elif op is Ops.LOAD:
                 mem, i, gate = values[u.src[0]]
-                if not gate:
+                if isinstance(gate, tuple):  # a gate per lane: only the lanes it lets through are read
+                    alt = values[u.src[1]]
+                    lanes = [_check_span(mem, i + k, 1)[0] if g else alt[k] for k, g in enumerate(gate)]
+                    values[u] = tuple(x.item() if hasattr(x, "item") else x for x in lanes)
+                elif not gate:
                     values[u] = values[u.src[1]]
                 elif _lanes_of_memory(u.dtype, u.src[0]) > 1:
                     values[u] = tuple(_check_span(mem, i, u.dtype.count).tolist())
