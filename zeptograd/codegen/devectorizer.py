@@ -59,6 +59,32 @@ class _Devectorizer:
             offset += count
         return UOp(Ops.VECTORIZE, u.dtype.scalar().vec(n), tuple(self.get(u, start + k, 1) for k in range(n)))
 
+    def _locate(self, u: UOp, lane: int) -> tuple[UOp, int]:
+        """The devectorized chunk of `u` that holds lane `lane`, and the lane's index in it."""
+        offset = 0
+        for c in self.chunks[u]:
+            if lane < offset + c.dtype.count:
+                return c, lane - offset
+            offset += c.dtype.count
+        raise IndexError(f"lane {lane} of a {u.dtype!r}")
+
+    def _gather(self, lanes: list[tuple[UOp, int]]) -> UOp:
+        """A vector of the given lanes (chunk, index). Lane k of n distinct vectors (a transposed tile: n a power of
+        two, 4 <= n <= their width) is a tree of two-vector shuffles, shared by the n vectors a tile needs: log2(n)
+        rounds of n shuffles (64 for 16 x 16) instead of a shuffle per lane; anything else, lane by lane."""
+        n, (first, k) = len(lanes), lanes[0]
+        sources = [c for c, _ in lanes]
+        width = first.dtype.count
+        if (
+            4 <= n <= width
+            and n & (n - 1) == 0
+            and all(i == k and c.dtype == first.dtype for c, i in lanes)
+            and len(set(sources)) == n
+        ):
+            picks = _transposed(sources, k, 1)
+            return UOp(Ops.GEP, first.dtype.scalar().vec(n), (picks[0][0],), tuple(i for _, i in picks))
+        return UOp(Ops.VECTORIZE, first.dtype.scalar().vec(n), tuple(c.gep(i) for c, i in lanes))
+
     def lanes_for(self, u: UOp) -> int:
         limit = self.max_lanes(u.op, u.dtype.scalar())
         for s in u.src:
@@ -221,10 +247,35 @@ class _Devectorizer:
         alt = u.src[1]
         return (self.get(alt, start, w) if alt.dtype.count > 1 else _broadcast(self.get(alt, 0, 1), w),)
 
+    def _runs(self, index: UOp, dt: DType) -> list[list[int]] | None:
+        """The lanes of an ungated STORE of `dt` through `index` grouped into runs of contiguous addresses, each as
+        wide as a vector of the target, when they all are (a transposed tile: lanes of the value's vectors go to
+        the other axis's runs); None otherwise."""
+        width = dt.count
+        addresses, gates = self._addresses(index, width)
+        w = _width(width, self.max_lanes(Ops.STORE, dt.scalar()))
+        offsets = _offsets(addresses) if gates is None and w > 1 else None
+        if offsets is None or len(set(offsets)) != width:
+            return None
+        order = sorted(range(width), key=lambda k: offsets[k])
+        while w > 1:  # the widest runs that all are contiguous
+            runs = [order[i : i + w] for i in range(0, width, w)]
+            if all([offsets[k] for k in run] == list(range(offsets[run[0]], offsets[run[0]] + w)) for run in runs):
+                return runs
+            w //= 2
+        return None
+
     def store(self, u: UOp) -> UOp:
         index, value = u.src
         stores = []
-        for a in self.accesses(Ops.STORE, index, value.dtype):
+        accesses = self.accesses(Ops.STORE, index, value.dtype)
+        if any(a.kind == "lanes" and a.width > 1 for a in accesses) and (runs := self._runs(index, value.dtype)):
+            addresses, _ = self._addresses(index, value.dtype.count)
+            ptr = self.get(index.src[0], 0, 1)
+            for run in runs:
+                stores.append(ptr.index(addresses[run[0]]).store(self._gather([self._locate(value, k) for k in run])))
+            return stores[0] if len(stores) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(stores))
+        for a in accesses:
             start, w, targets = a.start, a.width, a.targets
             if a.kind == "vector":
                 chunk = self.get(value, start, w)
@@ -235,6 +286,32 @@ class _Devectorizer:
             else:
                 stores.extend(target.store(self.get(value, k, 1)) for k, target in enumerate(targets, start))
         return stores[0] if len(stores) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(stores))
+
+
+def _transposed(vectors: list[UOp], k: int, group: int) -> list[tuple[UOp, int]]:
+    """Group k (`group` lanes from lane k * group) of each of `vectors` (n of them, all of one width), in order, as
+    lanes (vector, index) of one vector: pair vector i with vector i + n/2, interleaving their groups of the half
+    that holds group k, so n/2 vectors of groups twice as long hold it; the same pairs serve every k of that half.
+    Each half is taken first as a GEP of its own: a lane of a vector LOAD alone would become a scalar load."""
+    n, width = len(vectors), vectors[0].dtype.count
+    if n == 1:
+        return [(vectors[0], k * group + e) for e in range(group)]
+    per_half = width // (2 * group)  # groups in half a vector
+    h, k2 = divmod(k, per_half)
+    half = vectors[0].dtype.scalar().vec(width // 2)
+    lanes_of_half = tuple(range(h * width // 2, (h + 1) * width // 2))
+    pairs = []
+    for i in range(n // 2):
+        a, b = (UOp(Ops.GEP, half, (v,), lanes_of_half) for v in (vectors[i], vectors[i + n // 2]))
+        lanes = [x.gep(m * group + e) for m in range(per_half) for x in (a, b) for e in range(group)]
+        pairs.append(UOp(Ops.VECTORIZE, vectors[0].dtype, tuple(lanes)))
+    inner = _transposed(pairs, k2, 2 * group)  # group k2 of pair i: group k of vector i, then of vector i + n/2
+    out: list[tuple[UOp, int]] = [inner[0]] * (n * group)
+    for i in range(n // 2):
+        for e in range(group):
+            out[i * group + e] = inner[2 * i * group + e]
+            out[(i + n // 2) * group + e] = inner[(2 * i + 1) * group + e]
+    return out
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ The rules, in order (each applied only where its amount divides the axis):
    whose output's last axis is the contiguous one, `x.sum(0)`): UPCAST the last output axis to one vector when
    it is contiguous in the output, and a read is contiguous along it too (or reads every other element), or is
    gated by a condition that does not depend on it (a padded copy: one gate check per vector; a channels-last
-   padded copy, whose reads are gathered, 1.12 -> 0.68 ms). A plain transpose stays scalar: gathering its lanes
-   is slower (4096x4096: 59 -> 74 ms).
+   padded copy, whose reads are gathered, 1.12 -> 0.68 ms). A transpose stays scalar: a square tile of vectors
+   (both axes upcast, turned around by two-vector shuffles in `devectorize`) is 2.6x faster for 4096x4096 (66 ->
+   25 ms) but 2x slower for 256 transposes of 64x2048 (16 -> 33 ms): BEAM finds it where it pays.
 5. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
    that divides evenly across `THREADS` cores; when none does, the outermost loop is padded to a multiple
    of `THREADS` first (PADTO: the extra iterations are gated off).
