@@ -608,3 +608,39 @@ def test_a_dot_on_an_opencl_renderer_gets_no_upcast_after_its_unroll():
     opts = hand_coded_opts(item.ast, OpenCLRenderer(frozenset(), 16))
     unroll = next(i for i, o in enumerate(opts) if o.op is OptOps.UNROLL)
     assert all(o.op is not OptOps.UPCAST for o in opts[unroll:]), opts
+
+
+def test_unrolled_lanes_are_combined_a_vector_at_a_time():
+    """x @ w.T (nn.Linear's forward) under its 4 x 4 tile of accumulators along the sum: after the loop the 16
+    lanes of each of the 16 outputs are combined by halving all 256 lanes at once (vector adds and shuffles; no
+    scalar add, where lane by lane took 240 of them). The values are numpy's, and the PYTHON device's bit for bit."""
+    x, w = _inputs((8, 64), (8, 64), seed=21)
+    plan = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 0, 16)]
+    item = _kernel(Tensor(x).realize() @ Tensor(w).realize().T)
+    program = get_program(item.ast, Device["CPU"].renderer, plan)
+    scalar_adds = [u for u in program.uops if u.op is Ops.ADD and u.dtype is dtypes.float32]
+    assert program.opts == tuple(plan) and not scalar_adds
+    got = run_plan(Tensor(x).realize() @ Tensor(w).realize().T, plan)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T, rtol=1e-5, atol=1e-5)
+    px, pw = Tensor(x, device="PYTHON").realize(), Tensor(w, device="PYTHON").realize()
+    np.testing.assert_array_equal(run_plan(px @ pw.T, plan, "PYTHON"), got)
+
+
+@pytest.mark.parametrize(
+    "op, plan",
+    [
+        ("sum", [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UNROLL, 0, 12)]),  # halved twice, then 3 lanes one by one
+        ("max", [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 0, 6)]),
+        ("sum", [Opt(OptOps.UNROLL, 0, 3)]),  # odd: lane by lane only
+        ("max", [Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UPCAST, 0, 4)]),  # two unrolled axes
+        ("sum", [Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UPCAST, 0, 8)]),  # the reduced axis first in lane order
+    ],
+)
+def test_unrolled_reductions_of_any_lane_layout_match_numpy(op: str, plan: list[Opt]):
+    (x,) = _inputs((8, 48), seed=22)
+    x[1, 5], x[2, 7] = np.inf, -np.inf
+    t = getattr(Tensor(x).realize(), op)(1)
+    want = getattr(x.astype(np.float64), op)(1)
+    got = run_plan(t, plan)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(run_plan(getattr(Tensor(x, device="PYTHON").realize(), op)(1), plan, "PYTHON"), got)
