@@ -73,3 +73,43 @@ def test_jobs_from_two_python_threads_at_once_do_not_mix():
     for t in threads:
         t.join(timeout=120)
     assert not errors and not any(t.is_alive() for t in threads)
+
+
+class _Buf:
+    def __init__(self, address: int) -> None:
+        self.address = address
+
+
+def test_launch_list_runs_kernels_in_order_with_their_addresses():
+    """A LaunchList (a TinyJit replay's kernels) calls each kernel from C, in order, every core of a threaded one
+    once, with the addresses it was given; `set` changes one for the later runs."""
+    calls: list[tuple[str, tuple[int, ...], int | None]] = []
+    lock = threading.Lock()
+
+    def recorder(name: str, nargs: int, threaded: bool):
+        def record(*args):
+            with lock:
+                calls.append((name, tuple(args[:nargs]), args[nargs] if threaded else None))
+
+        params = [ctypes.c_void_p] * nargs + ([ctypes.c_int32] if threaded else [])
+        return ctypes.CFUNCTYPE(None, *params)(record)
+
+    kernels = [("a", 2, 1), ("b", 3, 2), ("c", 1, 1), ("d", cpu_threads.MAX_ARGS, 2)]
+    entries = []
+    for k, (name, nargs, threads) in enumerate(kernels):
+        run = cpu_threads.buffer_runner(recorder(name, nargs, threads > 1), nargs, threads)
+        assert cpu_threads.LaunchList.supported(run)
+        entries.append((run, [_Buf(4096 * (16 * k + j + 1)) for j in range(nargs)]))
+    launches = cpu_threads.LaunchList(entries)
+    for _ in range(2):
+        calls.clear()
+        launches()
+        assert [c[0] for c in calls if c[2] in (None, 0)] == ["a", "b", "c", "d"]  # in order
+        for name, _, threads in kernels:
+            mine = [c for c in calls if c[0] == name]
+            want = [b.address for b in entries["abcd".index(name)][1]]
+            assert sorted(c[2] or 0 for c in mine) == list(range(threads)) and all(list(c[1]) == want for c in mine)
+        entries[1][1][2] = _Buf(8 * 4096)
+        launches.set(1, 2, 8 * 4096)
+    unsupported = cpu_threads.buffer_runner(recorder("e", cpu_threads.MAX_ARGS + 1, True), cpu_threads.MAX_ARGS + 1, 2)
+    assert not cpu_threads.LaunchList.supported(unsupported) and not cpu_threads.LaunchList.supported(lambda b: None)

@@ -8,7 +8,7 @@ import gc
 import numpy as np
 import pytest
 
-from zeptograd import ArgumentError, GlobalCounters, JitError, Tensor, TinyJit, nn
+from zeptograd import ArgumentError, Context, GlobalCounters, JitError, Tensor, TinyJit, nn
 from zeptograd.nn import optim
 from zeptograd.nn.state import get_parameters
 from zeptograd.runtime import buffer as buffer_module
@@ -51,6 +51,31 @@ def test_replay_launches_no_schedule():
         np.testing.assert_allclose(f(Tensor(a)).item(), np.exp(a + 1).sum(), rtol=1e-5)
     finally:
         realize_module.create_schedule = saved
+
+
+def test_a_replay_calls_its_cpu_kernels_in_one_call(monkeypatch):
+    """A replay runs its CPU kernels (threaded or not) as one LaunchList, one call into C, with each call's input
+    and fresh output buffers patched in; the values are numpy's on every call."""
+    from zeptograd.codegen import heuristic
+    from zeptograd.runtime.cpu_threads import LaunchList
+
+    monkeypatch.setattr(heuristic, "THREAD_MIN_WORK", 0)  # the bigger kernels split across the cores
+
+    @TinyJit
+    def f(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        h = (x @ y).relu()
+        return h.sum(axis=0), (h * 2 + x[:, :1]).exp2()
+
+    with Context(THREADS=2):
+        for _ in range(5):
+            a, b = f32(8, 16), f32(16, 32)
+            s, e = f(Tensor(a), Tensor(b))
+            h = np.maximum(a @ b, 0)
+            np.testing.assert_allclose(s.numpy(), h.sum(axis=0), rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(e.numpy(), np.exp2(h * 2 + a[:, :1]), rtol=1e-5, atol=1e-5)
+    cap = f._capture
+    assert cap is not None and f.kernel_count >= 2
+    assert len(cap.parts) == 1 and isinstance(cap.parts[0], LaunchList) and max(cap.parts[0].threads) == 2
 
 
 def test_keyword_inputs_and_lazy_inputs():
@@ -167,6 +192,7 @@ def test_copy_between_devices_is_replayed():
         out = f(Tensor(a))
         assert out.device == "CPU"
         np.testing.assert_allclose(out.numpy(), a * 3 + 1, rtol=1e-6)
+    assert len(f._capture.parts) == len(f._capture.steps)  # no run of two C kernels: each step is a call of its own
 
 
 def test_as_a_method_decorator():

@@ -16,7 +16,8 @@ What a replay does, in order:
 3. write fresh counters into the random generator's state buffers, so each call draws new numbers: the same
    numbers eager execution would draw at this point of the sequence;
 4. give each output a fresh buffer (outputs the caller keeps are never overwritten), patch the input and
-   output buffers into the launch list, and run it.
+   output buffers into the launch list, and run it: each run of consecutive kernels compiled for this machine's
+   CPU (the CPU and LLVM devices) as one call into C (`cpu_threads.LaunchList`), the rest one by one.
 
 >>> from zeptograd import Tensor, TinyJit
 >>> @TinyJit
@@ -42,6 +43,7 @@ from zeptograd.helpers import TRAINING, ArgumentError, GlobalCounters, JitError
 from zeptograd.mixin import creation
 from zeptograd.runtime import buffer as buffer_module
 from zeptograd.runtime.buffer import Buffer, buffer_for
+from zeptograd.runtime.cpu_threads import LaunchList
 from zeptograd.schedule.kernelize import buffer_of, new_buffer, view_of
 from zeptograd.tensor import Tensor
 from zeptograd.uop.ops import Ops, UOp
@@ -90,6 +92,10 @@ class _Capture:
 
     def __init__(self) -> None:
         self.steps: list[tuple[Callable[[list[Buffer]], None], list[Buffer]]] = []
+        # what a replay calls, in order: runs of C kernels as one LaunchList each, the other steps one by one; and
+        # for each step in a LaunchList, that list and the step's place in it (to patch new buffers' addresses)
+        self.parts: list[Callable[[], None]] = []
+        self.batched: dict[int, tuple[LaunchList, int]] = {}
         self.flops = self.mem = self.kernels = 0  # kernels: launches, not counting the copies
         self.input_keys: list[int | str] = []  # the Tensor arguments, by position or keyword
         self.input_specs: list[tuple[tuple[int, ...], Any, str]] = []  # their shape, dtype, device
@@ -109,6 +115,29 @@ class _Capture:
         # state the kernels use that was made before the call: the tensors viewing it, and the view they held
         self.state: list[tuple[weakref.ref[Tensor], UOp]] = []
         self.state_nodes: list[weakref.ref[UOp]] = []
+
+
+def _batch(cap: _Capture) -> None:
+    """Group the captured steps into the calls a replay makes (`_Capture.parts`): each run of consecutive kernels
+    that a LaunchList can call from C is one call (a replay of an MLP's training step: 20 kernels, one call)."""
+    run_of: list[int] = []
+
+    def flush() -> None:
+        if len(run_of) > 1:
+            launches = LaunchList([cap.steps[i] for i in run_of])
+            cap.parts.append(launches)
+            cap.batched.update({i: (launches, k) for k, i in enumerate(run_of)})
+        else:
+            cap.parts.extend(functools.partial(cap.steps[i][0], cap.steps[i][1]) for i in run_of)
+        run_of.clear()
+
+    for i, (run, bufs) in enumerate(cap.steps):
+        if LaunchList.supported(run):
+            run_of.append(i)
+            continue
+        flush()
+        cap.parts.append(functools.partial(run, bufs))
+    flush()
 
 
 def _live_launches(launches: list[tuple[Any, list[Buffer], Any]], outputs: list[Any], before: set[Buffer]) -> list:
@@ -304,6 +333,7 @@ class TinyJit(Generic[R]):
             if node is not None and buffer_for(node) in used:
                 cap.rng.append((buffer_for(node).array(), call - first_call))
 
+        _batch(cap)
         self._find_state(cap, used, written, set(in_bufs), before)
         del before
         self._capture = cap
@@ -385,9 +415,11 @@ class TinyJit(Generic[R]):
                     f"TinyJit: {_describe(key)} of {self.fn.__name__} was captured as a {shape} {dtype!r} tensor "
                     f"on {device}, got {got}; call .reset() to capture again"
                 )
-            buf = buffer_for(buffer_of(t.uop))  # type: ignore[arg-type]
+            buf = buffer_for(buffer_of(t.uop)).allocate()  # type: ignore[arg-type]
             for i, j in cap.input_slots[k]:
                 steps[i][1][j] = buf
+                if (batched := cap.batched.get(i)) is not None:
+                    batched[0].set(batched[1], j, buf.address)
         for key, value in cap.others.items():
             given = args[key] if isinstance(key, int) else kwargs[key]
             if not _same(given, value):
@@ -408,11 +440,13 @@ class TinyJit(Generic[R]):
             buf.allocate()
             for i, j in slots:
                 steps[i][1][j] = buf
+                if (batched := cap.batched.get(i)) is not None:
+                    batched[0].set(batched[1], j, buf.address)
             fresh.append(Tensor(view_of(u, shape), device=device))
 
         start = time.perf_counter()
-        for run, bufs in steps:
-            run(bufs)
+        for part in cap.parts:
+            part()
         GlobalCounters.time_sum_s += time.perf_counter() - start
         GlobalCounters.kernel_count += cap.kernels
         GlobalCounters.global_ops += cap.flops

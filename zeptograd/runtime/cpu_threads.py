@@ -119,6 +119,28 @@ int32_t zg_run(fn_t fn, void **args, int32_t nargs, int32_t threads) {
   return 0;
 }
 
+typedef struct {
+  fn_t fn;
+  void **args;
+  int32_t nargs;
+  int32_t threads; /* 1: the kernel has no core parameter */
+} zg_launch_t;
+
+/* launches[0..n) in order (a replayed capture: one call from Python, not one a kernel); returns how many ran: the
+   caller runs the one that could not, and goes on from there */
+int32_t zg_run_list(const zg_launch_t *launches, int32_t n) {
+  for (int32_t i = 0; i < n; i++) {
+    const zg_launch_t *l = &launches[i];
+    if (l->threads > 1) {
+      if (zg_run(l->fn, l->args, l->nargs, l->threads) != 0) return i;
+    } else {
+      if (l->nargs < 1 || l->nargs > MAX_ARGS) return i;
+      call_plain(l->fn, l->args, l->nargs);
+    }
+  }
+  return n;
+}
+
 /* in a forked child: no workers exist, and the lock may have been held by one of the parent's */
 void zg_after_fork(void) {
   n_workers = 0;
@@ -132,14 +154,19 @@ void zg_after_fork(void) {
 
 
 def _call_source() -> str:
-    """`call(f, a, n, core)`: f(a[0], ..., a[n-1], core) through a function pointer of n pointer parameters."""
-    cases = []
-    for n in range(1, MAX_ARGS + 1):
-        params = ", ".join(["void *"] * n + ["int32_t"])
-        args = ", ".join([f"a[{k}]" for k in range(n)] + ["core"])
-        cases.append(f"    case {n}: ((void (*)({params}))f)({args}); break;")
-    body = "\n".join(cases)
-    return f"static void call(fn_t f, void **a, int32_t n, int32_t core) {{\n  switch (n) {{\n{body}\n  }}\n}}\n"
+    """`call(f, a, n, core)`: f(a[0], ..., a[n-1], core) through a function pointer of n pointer parameters; and
+    `call_plain(f, a, n)`: the same without the core index (a kernel that is not split across cores)."""
+    out = []
+    for name, core in (("call", True), ("call_plain", False)):
+        cases = []
+        for n in range(1, MAX_ARGS + 1):
+            params = ", ".join(["void *"] * n + (["int32_t"] if core else []))
+            args = ", ".join([f"a[{k}]" for k in range(n)] + (["core"] if core else []))
+            cases.append(f"    case {n}: ((void (*)({params}))f)({args}); break;")
+        body = "\n".join(cases)
+        extra = ", int32_t core" if core else ""
+        out.append(f"static void {name}(fn_t f, void **a, int32_t n{extra}) {{\n  switch (n) {{\n{body}\n  }}\n}}\n")
+    return "".join(out)
 
 
 def source() -> str:
@@ -177,6 +204,8 @@ def _build() -> Any:
     lib = ctypes.CDLL(str(path))
     lib.zg_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32]
     lib.zg_run.restype = ctypes.c_int32
+    lib.zg_run_list.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    lib.zg_run_list.restype = ctypes.c_int32
     lib.zg_after_fork.argtypes = []
     lib.zg_after_fork.restype = None
     return lib
@@ -221,6 +250,89 @@ def runner(fn: Any, nargs: int, threads: int) -> Callable[[Sequence[int]], None]
 
         return run_in_pool
     return lambda addresses: _run_python(fn, addresses, threads)
+
+
+def buffer_runner(fn: Any, nargs: int, threads: int) -> Callable[[Sequence[Any]], None]:
+    """The runner of a compiled kernel `fn` of `nargs` buffer addresses (and the core index when `threads` > 1):
+    a function of the buffers. It carries `c_kernel = (fn, nargs, threads)`, so that a `LaunchList` can call the
+    kernel from C."""
+    if threads == 1:
+
+        def run(bufs: Sequence[Any]) -> None:
+            fn(*[b.address for b in bufs])
+
+    else:
+        run_chunks = runner(fn, nargs, threads)
+
+        def run(bufs: Sequence[Any]) -> None:
+            run_chunks([b.address for b in bufs])
+
+    run.c_kernel = (fn, nargs, threads)  # type: ignore[attr-defined]
+    return run
+
+
+class _Launch(ctypes.Structure):
+    _fields_ = [
+        ("fn", ctypes.c_void_p),
+        ("args", ctypes.POINTER(ctypes.c_void_p)),
+        ("nargs", ctypes.c_int32),
+        ("threads", ctypes.c_int32),
+    ]
+
+
+class LaunchList:
+    """Kernels (`buffer_runner`s, each with its buffers) run in order by one call into the pool's library: a
+    replayed TinyJit capture pays one ctypes call, not one a kernel (about 2 us each). `set(k, j, address)`
+    changes the address of argument j of kernel k for later runs.
+
+    >>> LaunchList.supported(lambda bufs: None)
+    False
+    """
+
+    def __init__(self, entries: Sequence[tuple[Callable[..., None], Sequence[Any]]]) -> None:
+        self.lib = _pool.load()
+        self.fns = [run.c_kernel[0] for run, _ in entries]  # type: ignore[attr-defined]
+        self.threads = [run.c_kernel[2] for run, _ in entries]  # type: ignore[attr-defined]
+        self.args = [(ctypes.c_void_p * len(bufs))(*[b.address for b in bufs]) for _, bufs in entries]
+        self.launches = (_Launch * len(entries))(
+            *[
+                _Launch(
+                    ctypes.cast(fn, ctypes.c_void_p).value,
+                    ctypes.cast(args, ctypes.POINTER(ctypes.c_void_p)),
+                    len(args),
+                    t,
+                )
+                for fn, args, t in zip(self.fns, self.args, self.threads)
+            ]
+        )
+        self.size = ctypes.sizeof(_Launch)
+
+    @staticmethod
+    def supported(run: Any) -> bool:
+        """Can a LaunchList call this runner's kernel (a C function the pool's library can call, when it builds)?"""
+        launch = getattr(run, "c_kernel", None)
+        return (
+            launch is not None
+            and isinstance(launch[0], ctypes._CFuncPtr)  # type: ignore[attr-defined]
+            and 1 <= launch[1] <= MAX_ARGS
+            and _pool.load() is not None
+        )
+
+    def set(self, k: int, j: int, address: int) -> None:
+        self.args[k][j] = address
+
+    def __call__(self) -> None:
+        n, done = len(self.fns), 0
+        base = ctypes.addressof(self.launches)
+        while done < n:
+            done += self.lib.zg_run_list(base + done * self.size, n - done)
+            if done < n:  # the pool could not start a worker: this kernel through Python threads, then the rest
+                fn, args, threads = self.fns[done], self.args[done], self.threads[done]
+                if threads > 1:
+                    _run_python(fn, list(args), threads)
+                else:
+                    fn(*args)
+                done += 1
 
 
 def run(fn: Any, addresses: Sequence[int], threads: int) -> None:

@@ -101,16 +101,4 @@ class LLVMDevice:
         threads = program.threads
         argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if threads > 1 else [])
         fn = ctypes.CFUNCTYPE(None, *argtypes)(address)
-        if threads == 1:
-
-            def run(bufs: Sequence[Buffer]) -> None:
-                fn(*[b.address for b in bufs])
-
-            return run
-
-        run_chunks = cpu_threads.runner(fn, n_args, threads)
-
-        def run_threads(bufs: Sequence[Buffer]) -> None:
-            run_chunks([b.address for b in bufs])
-
-        return run_threads
+        return cpu_threads.buffer_runner(fn, n_args, threads)
