@@ -677,3 +677,18 @@ def test_a_matmul_with_b_in_panels_keeps_the_tile_of_two_vectors():
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer)
     lanes = VECTOR_LANES[dtypes.float32]
     assert Opt(OptOps.UPCAST, 1, 2 * lanes) in opts and not any(o.op is OptOps.PADTO for o in opts), opts
+
+
+@pytest.mark.parametrize("m, n", [(128, 256), (512, 64)])
+def test_matmul_splits_the_loop_of_its_biggest_operand_across_cores(m: int, n: int):
+    """x @ w.T (k = 784): the cores split the output loop that the biggest operand depends on, so each core reads
+    half of it: w's rows when w is the bigger (nn.Linear(784, 256) on a batch of 128, whose w each core then finds
+    in its own cache after the SGD step that updated its half), x's rows when x is."""
+    x, w = _inputs((m, 784), (n, 784), seed=25)
+    tx, tw = Tensor(x).realize(), Tensor(w).realize()
+    item = _kernel(tx @ tw.T)
+    with Context(THREADS=2):
+        opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
+        assert [o for o in opts if o.op is OptOps.THREAD] == [Opt(OptOps.THREAD, 1 if n > m else 0, 2)], opts
+        np.testing.assert_allclose(run_plan(tx @ tw.T, opts), x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose((tx @ tw.T).numpy(), x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
