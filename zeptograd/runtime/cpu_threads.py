@@ -5,7 +5,9 @@ per core, chunk 0 on the calling thread. Handing a chunk to a Python thread (a T
 90 us here: the worker sleeps between kernels, and waking a sleeping CPU of a virtual machine is slow. The C pool's
 workers spin on a counter for `SPIN_NS` after each chunk before they sleep on a condition variable, so kernels
 that follow each other (a training step: 21 kernels in about a millisecond) start on every core at once; a
-Python thread pool remains the fallback where the pool's library cannot be built.
+Python thread pool remains the fallback where the pool's library cannot be built. Every spin (a worker's for the
+next kernel, the caller's for the workers' chunks) yields its core now and then (`sched_yield`): when other
+processes keep a core busy, the thread it waits for may be queued behind it on the same core.
 
 The pool calls a kernel through a function pointer typed with `void *` parameters: the kernels' parameters are
 all pointers (and the int32 core index), passed alike by the x86-64 and AArch64 calling conventions.
@@ -29,6 +31,7 @@ SPIN_NS = 500_000  # how long an idle worker spins for the next kernel before it
 
 _SOURCE = r"""
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -75,6 +78,7 @@ static void *worker(void *arg) {
       relax();
       if (++spins < 256) continue;
       spins = 0;
+      sched_yield();  /* a thread waiting for this core (the caller's, on a busy machine) gets it */
       if (now_ns() - start < SPIN_NS) continue;
       pthread_mutex_lock(&mu);
       __atomic_add_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
@@ -114,7 +118,10 @@ int32_t zg_run(fn_t fn, void **args, int32_t nargs, int32_t threads) {
     pthread_mutex_unlock(&mu);
   }
   call(fn, args, nargs, 0);
-  while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0) relax();
+  for (int spins = 1; __atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0; spins++) {
+    relax();
+    if (spins %% 256 == 0) sched_yield();  /* a worker waiting for this core runs its chunk */
+  }
   pthread_mutex_unlock(&run_mu);
   return 0;
 }
