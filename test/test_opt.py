@@ -670,6 +670,17 @@ def test_matmul_tile_of_three_vectors_pads_n(n: int):
         np.testing.assert_allclose((tg.T @ tx).numpy(), want, rtol=1e-4, atol=1e-4)
 
 
+def test_matmul_too_narrow_for_three_vectors_keeps_its_tile():
+    """n = 28 (a 1x1 convolution's output row, or any narrow B): padding to 48 would waste most of the tile, so
+    the plan stays what it was: rows of m only (16 with AVX-512, 8 with AVX2), no PADTO."""
+    g, x = _inputs((64, 32), (64, 28), seed=26)
+    tg, tx = Tensor(g).realize(), Tensor(x).realize()
+    opts = hand_coded_opts(_kernel(tg.T @ tx).ast, Device["CPU"].renderer)
+    rows = 8 if VECTOR_LANES[dtypes.float32] == 16 else 4
+    assert opts[0] == Opt(OptOps.UPCAST, 0, 2 * rows) and not any(o.op is OptOps.PADTO for o in opts), opts
+    np.testing.assert_allclose(run_plan(tg.T @ tx, opts), g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
+
+
 def test_a_matmul_with_b_in_panels_keeps_the_tile_of_two_vectors():
     """Tensor.matmul stores a large B in panels of two vectors' width: a wider tile would straddle two panels."""
     a, b = (Tensor(v).realize() for v in _inputs((256, 256), (256, 256), seed=24))
@@ -692,3 +703,4 @@ def test_matmul_splits_the_loop_of_its_biggest_operand_across_cores(m: int, n: i
         assert [o for o in opts if o.op is OptOps.THREAD] == [Opt(OptOps.THREAD, 1 if n > m else 0, 2)], opts
         np.testing.assert_allclose(run_plan(tx @ tw.T, opts), x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose((tx @ tw.T).numpy(), x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
+

@@ -310,9 +310,8 @@ def hand_coded_opts(ast: UOp, renderer: Any = None) -> list[Opt]:
             wide = wide if len(opts) > planned else None
         an = wide if wide is not None else an
         third = _second_row_axis(outs, reads, rm, rn) if an == vector else None
-        if (
-            am := _divisor(sizes[m], (rows if an in (2 * vector, wide) or third is not None else 2 * rows, 8, 4, 2))
-        ) is not None:
+        several = an == 2 * vector or (wide is not None and an == wide)  # vectors of n a row: rows of m for them
+        if (am := _divisor(sizes[m], (rows if several or third is not None else 2 * rows, 8, 4, 2))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, next(i for i, r in enumerate(output_axes(ast)) if r is third), 2))
