@@ -54,6 +54,11 @@ class _Devectorizer:
             if offset == start and count == n:
                 return c
             if offset <= start and start + n <= offset + count:
+                if c.op is Ops.VECTORIZE:
+                    # lanes of a vector built lane by lane: those lanes themselves (a gathered tile operand is
+                    # broadcast from its loads, not put into a vector and taken out again)
+                    parts = c.src[start - offset : start - offset + n]
+                    return parts[0] if n == 1 else UOp(Ops.VECTORIZE, c.dtype.scalar().vec(n), parts)
                 lanes = tuple(range(start - offset, start - offset + n))
                 return UOp(Ops.GEP, c.dtype.scalar().vec(n), (c,), lanes)
             offset += count
