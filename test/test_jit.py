@@ -57,6 +57,7 @@ def test_a_replay_calls_its_cpu_kernels_in_one_call(monkeypatch):
     """A replay runs its CPU kernels (threaded or not) as one LaunchList, one call into C, with each call's input
     and fresh output buffers patched in; the values are numpy's on every call."""
     from zeptograd.codegen import heuristic
+    from zeptograd.helpers import NOOPT
     from zeptograd.runtime.cpu_threads import LaunchList
 
     monkeypatch.setattr(heuristic, "THREAD_MIN_WORK", 0)  # the bigger kernels split across the cores
@@ -75,7 +76,8 @@ def test_a_replay_calls_its_cpu_kernels_in_one_call(monkeypatch):
             np.testing.assert_allclose(e.numpy(), np.exp2(h * 2 + a[:, :1]), rtol=1e-5, atol=1e-5)
     cap = f._capture
     assert cap is not None and f.kernel_count >= 2
-    assert len(cap.parts) == 1 and isinstance(cap.parts[0], LaunchList) and max(cap.parts[0].threads) == 2
+    assert len(cap.parts) == 1 and isinstance(cap.parts[0], LaunchList)
+    assert max(cap.parts[0].threads) == (1 if NOOPT.value else 2)  # NOOPT=1: one core
 
 
 def test_keyword_inputs_and_lazy_inputs():
