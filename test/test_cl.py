@@ -82,7 +82,7 @@ def test_renders_opencl_c_with_work_group_indices():
     items, _ = create_schedule([(cl(a).realize() * 2 + 1).uop], ["CL"])
     program = get_program(items[-1].ast, Device["CL"].renderer)
     src = program.src
-    assert src.startswith("__kernel void ") or "\n__kernel void " in src
+    assert re.search(r"^(__attribute__\(\(.*\)\) )?__kernel void ", src, re.MULTILINE), src
     assert "__global float* restrict data0" in src and "__global const float* restrict data1" in src
     assert "get_group_id(0)" in src and "get_local_id(0)" in src  # the heuristic gives work-groups
     lanes = re.search(r"vload(4|8|16)\(", src)  # vectors up to the device's preferred width
@@ -257,6 +257,60 @@ def test_bitcast_and_casts_use_opencl_spellings():
     close(cl(a).bitcast(dtypes.int32), a.view(np.int32))
     close(cl(a).cast(dtypes.int8), a.astype(np.int8))
     close(cl(a).cast(dtypes.uint8).cast(dtypes.float32), a.astype(np.uint8).astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    "name, fn, ref",
+    [
+        ("exp", lambda t: t.exp(), lambda a: np.exp(a.astype(np.float64))),
+        ("sin", lambda t: t.sin(), lambda a: np.sin(a.astype(np.float64))),
+        ("where of compares", lambda t: (t > 0.5).where(t * 2, (t < -1).where(-t, t)), None),
+        ("bools as floats", lambda t: (t > 0).cast(dtypes.float32) + (t != t).cast(dtypes.float32) * 7, None),
+        ("logic of masks", lambda t: ((t > 0) & (t < 2) | (t == 1.5)).where(t, 0.25), None),
+        ("bits and shifts", lambda t: ((t.bitcast(dtypes.int32) >> 23) & 255).cast(dtypes.float32), None),
+        ("trunc and sqrt", lambda t: t.trunc() + t.abs().sqrt(), None),
+    ],
+)
+def test_masks_and_bit_ops_stay_vectors(name, fn, ref):
+    """Comparisons, WHERE, bool casts, shifts, bit casts and trunc are vector code on CL (a mask: int lanes of -1/0,
+    as OpenCL's vector comparisons give), not lane by lane: the values are numpy's, special values included, and
+    the kernel takes no lane out of a vector outside a rare branch (sin's large arguments) but the last two of its
+    test for any lane in it."""
+    a = data((4096,), dtypes.float32)
+    a[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -1.0, 2.0]
+    items, _ = create_schedule([fn(cl(a).realize()).uop], ["CL"])
+    src = get_program(items[-1].ast, Device["CL"].renderer).src
+    top_level = [line for line in src.splitlines() if line.startswith("  const ")]
+    assert re.search(r"vload(4|8|16)\(", src), src
+    assert len([line for line in top_level if re.search(r"\.s[0-9a-f]\b", line)]) <= 2, src
+    with np.errstate(all="ignore"):
+        want = ref(a) if ref is not None else fn(Tensor(a, device="PYTHON")).numpy()
+    np.testing.assert_allclose(fn(cl(a)).numpy(), want.astype(np.float32), rtol=2e-7, atol=0)
+
+
+def test_pocl_kernels_on_x86_say_clwb_so_builtins_inline(monkeypatch):
+    """PoCL's builtins are built with CLWB; a kernel compiled for a CPU LLVM thinks lacks it calls them instead of
+    inlining them. The attribute goes on PoCL CPU kernels where the host has CLWB, nowhere else."""
+    import zeptograd.runtime.ops_cl as ops_cl
+
+    cl_mod = ops_cl.pyopencl()
+
+    class Fake:
+        def __init__(self, platform: str, kind: int) -> None:
+            self.platform = type("P", (), {"name": platform})()
+            self.type = kind
+
+    pocl, cpu, gpu = "Portable Computing Language", cl_mod.device_type.CPU, cl_mod.device_type.GPU
+    monkeypatch.setattr(ops_cl, "X86_FLAGS", {"avx2", "clwb"})
+    assert ops_cl.pocl_kernel_attributes(Fake(pocl, cpu)) == '__attribute__((target("clwb")))'
+    assert ops_cl.pocl_kernel_attributes(Fake(pocl, gpu)) == ""
+    assert ops_cl.pocl_kernel_attributes(Fake("NVIDIA CUDA", gpu)) == ""
+    monkeypatch.setattr(ops_cl, "X86_FLAGS", {"avx2"})
+    assert ops_cl.pocl_kernel_attributes(Fake(pocl, cpu)) == ""
+    attrs = Device["CL"].renderer.kernel_attributes
+    items, _ = create_schedule([(cl(data((64,), dtypes.float32)).realize() + 1).uop], ["CL"])
+    src = get_program(items[-1].ast, Device["CL"].renderer).src
+    assert f"{attrs} __kernel void " in src if attrs else "\n__kernel void " in src
 
 
 def test_copies_between_cl_and_every_other_device():

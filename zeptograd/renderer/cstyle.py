@@ -123,16 +123,17 @@ def _x86_flags() -> set[str]:
     return set(line.split())
 
 
-_X86_FLAGS = _x86_flags()
-_HAS_AVX2_FMA = {"avx2", "fma"} <= _X86_FLAGS
+# the host CPU's feature flags (/proc/cpuinfo; empty off x86 Linux)
+X86_FLAGS = _x86_flags()
+_HAS_AVX2_FMA = {"avx2", "fma"} <= X86_FLAGS
 # 512-bit vectors where the CPU has AVX-512 (ZG_AVX512=0 keeps 256): twice the FMAs an instruction, and on a
 # core with two 512-bit FMA units twice the peak (matmul 1024 on 2 Xeon cores: 184 -> see README)
-_HAS_AVX512 = _HAS_AVX2_FMA and "avx512f" in _X86_FLAGS and os.environ.get("ZG_AVX512", "1") != "0"
+_HAS_AVX512 = _HAS_AVX2_FMA and "avx512f" in X86_FLAGS and os.environ.get("ZG_AVX512", "1") != "0"
 VECTOR_BYTES = 64 if _HAS_AVX512 else 32
 # AVX-512 loads a vector under a mask (vmovups zmm{k}): a lane whose mask bit is off is not read, and does not
 # fault; the mask comes from a vector of bools (int32 lanes of -1/0) by vpmovd2m (AVX512DQ, VL for 256 and 128 bits)
 _MASKED_LOADS: dict[tuple[DType, int], str] = {}
-if _HAS_AVX512 and {"avx512dq", "avx512vl"} <= _X86_FLAGS:
+if _HAS_AVX512 and {"avx512dq", "avx512vl"} <= X86_FLAGS:
     for _lanes, _bits in ((16, 512), (8, 256), (4, 128)):
         _MASKED_LOADS[(dtypes.float32, _lanes)] = f"loadups{_bits}"
         _MASKED_LOADS[(dtypes.int32, _lanes)] = f"loaddqusi{_bits}"
@@ -264,6 +265,10 @@ class CRenderer:
     def lane(self, vec: str, i: int) -> str:
         return f"{vec}[{i}]"
 
+    def swizzle(self, dt: DType, vec: str, idxs: Sequence[int]) -> str:
+        """A vector of `dt` made of lanes `idxs` of `vec` (a GEP of several lanes)."""
+        return self.vector_literal(dt, [self.lane(vec, i) for i in idxs])
+
     def load(self, dt: DType, index: UOp, lvalue: str) -> str:
         return _vector_access(dt, index, lvalue, "const ")
 
@@ -361,7 +366,7 @@ class CRenderer:
                 if len(u.arg) == 1:
                     bind(u, "lane", self.lane(src[0], u.arg[0]))
                 else:
-                    bind(u, "vec", self.vector_literal(u.dtype, [self.lane(src[0], i) for i in u.arg]))
+                    bind(u, "vec", self.swizzle(u.dtype, src[0], u.arg))
             elif op is Ops.RANGE:
                 names[u] = f"ridx{u.arg}"
                 emit(self.loop(u.dtype, names[u], src[0]))

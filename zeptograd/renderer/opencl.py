@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import C_TYPES, MATH_FUNCTIONS, CRenderer, render_const
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 CL_TYPES: dict[DType, str] = {
     dtypes.bool: "bool",
@@ -43,12 +43,21 @@ CL_TYPES: dict[DType, str] = {
     dtypes.float32: "float",
     dtypes.float64: "double",
 }
-# the 32-bit types whose plain arithmetic is rendered on vectors (of 4, 8 or 16 lanes: as wide as the device
-# prefers, 4 at least)
+# the 32-bit types whose arithmetic is rendered on vectors (of 4, 8 or 16 lanes: as wide as the device prefers, 4 at
+# least); a vector of bools is a mask of int lanes, -1 for true and 0 for false (what OpenCL's vector comparisons
+# give), so WHERE is `select` on it, as in the C renderer
 VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.int32, dtypes.uint32})
-# ops on vectors whose OpenCL C is the scalar text (an operator or an overloaded builtin)
+# ops on vectors whose OpenCL C is an operator or a builtin overloaded for vectors (a mixed kernel, vectors around
+# lane-by-lane code, is what PoCL cannot vectorize: exp 2^22 was 5x the CPU device's time)
 _VECTOR_OPS = frozenset(
-    {Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.CONST, Ops.REDUCE, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.MAX}
+    {Ops.LOAD, Ops.STORE, Ops.VECTORIZE, Ops.GEP, Ops.CONST, Ops.REDUCE, Ops.CAST, Ops.BITCAST, Ops.WHERE}
+    | {Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.MAX, Ops.NEG, Ops.FDIV, Ops.RECIPROCAL, Ops.SQRT, Ops.TRUNC}
+    | {Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, *GroupOp.Comparison}
+)
+# vector ops the C renderer's text serves as it is (operators; its mask logic for comparisons of bools)
+_VECTOR_INFIX = frozenset(
+    {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIPROCAL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
+    | GroupOp.Comparison
 )
 
 FLOOR_HELPERS = """inline long floordiv(long a, long b) {
@@ -70,11 +79,13 @@ class OpenCLRenderer(CRenderer):
     # work-items of a work-group at most: OpenCL guarantees at least 256 on a GPU; PoCL's CPU device takes 4096
     max_local_size = 256
 
-    def __init__(self, extensions: frozenset[str] = frozenset(), lanes: int = 4) -> None:
+    def __init__(self, extensions: frozenset[str] = frozenset(), lanes: int = 4, kernel_attributes: str = "") -> None:
         if lanes not in (4, 8, 16):
             raise ValueError(f"OpenCL vectors of 4, 8 or 16 lanes, got {lanes}")
         self.extensions = extensions
         self.lanes = lanes
+        # written before `__kernel` (PoCL on x86: the target features its builtins need to be inlined)
+        self.kernel_attributes = kernel_attributes
         # without cl_khr_fp16 a kernel may hold half only in memory: float16 is computed in float
         self.emulated_floats = frozenset() if "cl_khr_fp16" in extensions else frozenset({dtypes.float16})
 
@@ -93,8 +104,10 @@ class OpenCLRenderer(CRenderer):
         return frozenset(out)
 
     def max_lanes(self, op: Ops, dt: DType) -> int:
-        """Vectors of `lanes` for the plain arithmetic of 32-bit types; everything else lane by lane (PoCL vectorizes
-        across work-items on its own)."""
+        """Vectors of `lanes` for the arithmetic of 32-bit types and their masks (bools are stored as bytes: read
+        and written lane by lane); everything else lane by lane (PoCL vectorizes across work-items on its own)."""
+        if dt is dtypes.bool:
+            return 1 if op in (Ops.LOAD, Ops.STORE, Ops.REDUCE) else self.lanes
         if op in _VECTOR_OPS and dt in VECTOR_DTYPES:
             return self.lanes
         return 1
@@ -110,6 +123,8 @@ class OpenCLRenderer(CRenderer):
         return CL_TYPES[dt]
 
     def const(self, value: object, dt: DType) -> str:
+        if dt.count > 1 and dt.scalar() is dtypes.bool:
+            return f"(({self.type_name(dt)})({'-1' if value else '0'}))"  # a mask: true is -1
         if dt.count > 1:
             return f"(({self.type_name(dt)})({self.const(value, dt.scalar())}))"
         if dt is not dtypes.bool and dt.itemsize < 4:
@@ -138,6 +153,11 @@ class OpenCLRenderer(CRenderer):
     def lane(self, vec: str, i: int) -> str:
         return f"{vec}.s{i:x}"
 
+    def swizzle(self, dt: DType, vec: str, idxs: Sequence[int]) -> str:
+        if len(idxs) in (2, 3, 4, 8, 16):
+            return f"{vec}.s{''.join(f'{i:x}' for i in idxs)}"  # a swizzle: OpenCL's vector sizes only
+        return super().swizzle(dt, vec, idxs)
+
     def load(self, dt: DType, index: UOp, lvalue: str) -> str:
         if dt.count > 1 and _scalar_pointer(index):
             return f"vload{dt.count}(0, &{lvalue})"
@@ -151,6 +171,11 @@ class OpenCLRenderer(CRenderer):
         return f"{lvalue} = {value};"
 
     def cast(self, u: UOp, x: str) -> str:
+        src = u.src[0].dtype
+        if u.dtype.count > 1 and u.dtype.scalar() is dtypes.bool:
+            return f"({x} != {self.const(0.0 if dtypes.is_float(src) else 0, src)})"  # a comparison gives the mask
+        if u.dtype.count > 1 and src.scalar() is dtypes.bool:
+            return f"convert_{self.type_name(u.dtype)}(-({x}))"  # a true lane is -1: 1 after negation
         if u.dtype.count > 1:
             return f"convert_{self.type_name(u.dtype)}({x})"
         return f"({self.type_name(u.dtype)})({x})"
@@ -168,7 +193,8 @@ class OpenCLRenderer(CRenderer):
         return super().other(u, src, names)
 
     def head(self, name: str, args: str) -> str:
-        return f"__kernel void {name}({args}) {{"
+        prefix = f"{self.kernel_attributes} " if self.kernel_attributes else ""
+        return f"{prefix}__kernel void {name}({args}) {{"
 
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
         used = {u.dtype.scalar() for u in uops} | {u.dtype.base.scalar() for u in uops if isinstance(u.dtype, PtrDType)}
@@ -200,6 +226,8 @@ class OpenCLRenderer(CRenderer):
             return f"fma({', '.join(src)})", False
         if op in MATH_FUNCTIONS and dtypes.is_float(dt):
             return f"{MATH_FUNCTIONS[op]}({src[0]})", False
+        if op is Ops.MAX and dt.scalar() is dtypes.bool:
+            return super()._alu(u, src)  # masks: the C renderer's logic
         if op is Ops.MAX and dt.count == 1:
             a, b = src
             if dtypes.is_float(dt):
@@ -210,7 +238,9 @@ class OpenCLRenderer(CRenderer):
             return f"select(select({b}, {a}, {a} > {b}), {a}, isnan({a}))", False
         if op is Ops.MAX:
             return f"max({src[0]}, {src[1]})", False
-        if dt.count > 1 and op not in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIPROCAL, Ops.NEG):
+        if op is Ops.WHERE and dt.count > 1:
+            return f"select({src[2]}, {src[1]}, {src[0]})", False  # the mask's lanes are as wide as the values'
+        if dt.count > 1 and op not in _VECTOR_INFIX:
             # the rest of the vector ops (accumulators the devectorizer leaves whole): lane by lane
             lanes = [
                 self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [self.lane(x, i) for x in src])[0]
