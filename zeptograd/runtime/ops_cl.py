@@ -16,6 +16,7 @@ cache of built kernels. A kernel is launched over the global and local sizes its
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +40,10 @@ class CLCompileError(RuntimeError):
 
 def pyopencl() -> Any:
     """The `pyopencl` module; DeviceUnavailable naming what to install when it is missing."""
+    # PoCL's worker threads each pinned to a core (read when PoCL starts, at the first platform query): unpinned,
+    # two of them shared a core after other work (the CPU device's pool, numpy) and a 4096^2 row sum took 2.3-3.3
+    # ms for 4-5 launches before it came down to 1.4; pinned, 1.7 in the same sequence, as the CPU device's 1.6
+    os.environ.setdefault("POCL_AFFINITY", "1")
     try:
         import pyopencl as cl
     except ImportError as e:
