@@ -257,20 +257,23 @@ def _float_lanes(renderer: Any) -> int:
     return lanes if lanes >= 2 else 8
 
 
-def _register_tile(ast: UOp, renderer: Any) -> tuple[int, int]:
+def _register_tile(ast: UOp, renderer: Any, float_lanes: int | None = None) -> tuple[int, int]:
     """(lanes, rows) of a matmul's register tile, two vectors a row: the lanes of a vector of the accumulator's
-    dtype, and the rows: 8 where a vector is 64 bytes (AVX-512 has 32 vector registers: 16
-    accumulators leave room for the loads), else 4 (AVX2's 16 registers)."""
+    dtype (`float_lanes` for float32 where given), and the rows: 8 where a vector is 64 bytes (AVX-512 has 32
+    vector registers: 16 accumulators leave room for the loads), else 4 (AVX2's 16 registers)."""
     red = next(u for u in ast.toposort() if u.op is Ops.REDUCE)
-    lanes = renderer.max_lanes(Ops.MULACC, red.dtype) if renderer is not None else 1
+    if float_lanes is not None and red.dtype is dtypes.float32:
+        lanes = float_lanes
+    else:
+        lanes = renderer.max_lanes(Ops.MULACC, red.dtype) if renderer is not None else 1
     if lanes < 2:
         return 8, 4  # scalar code (a GPU thread's, or a dtype without vectors): a tile of 4 x 16 values
     return lanes, 8 if lanes * red.dtype.itemsize >= 64 else 4
 
 
-def hand_coded_opts(ast: UOp, renderer: Any = None, lanes: int | None = None) -> list[Opt]:
-    """The heuristic plan for kernel `ast` (see the module docstring); `lanes`: the float32 lanes of a vector where
-    they are not the renderer's."""
+def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = None) -> list[Opt]:
+    """The heuristic plan for kernel `ast` (see the module docstring); `float_lanes`: the float32 lanes of a vector
+    where they are not the renderer's (a GPU-style device's plan is the CPU's in its vectors)."""
     opts: list[Opt] = []
     outs, reds = output_axes(ast), reduce_axes(ast)
     reads, out_index = _reads(ast), _store_index(ast)
@@ -281,7 +284,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, lanes: int | None = None) ->
     gpu = max_local(renderer)
     if gpu:
         return _gpu_opts(ast, renderer, gpu)
-    lanes = lanes or _float_lanes(renderer)
+    lanes = float_lanes or _float_lanes(renderer)
     dot = _dot_axes(outs, reds, reads) if reds else None
     mm = _matmul_axes(outs, reads, out_index) if reds and dot is None else None
     if dot is not None:
@@ -303,7 +306,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, lanes: int | None = None) ->
         # float32; AVX-512, 32 registers: 8 x 32), or 4 x 2 x 1 vector when a third output axis (a convolution's
         # rows) is free for the second factor, else 8 x 1 vector. m first: the lanes of the axis upcast last
         # vary fastest, and n is the one contiguous in memory
-        vector, rows = _register_tile(ast, renderer)
+        vector, rows = _register_tile(ast, renderer, float_lanes)
         an = _divisor(sizes[n], (2 * vector, vector))
         if (wide := _wide_tile(sizes[n], vector, rows, reds, reads, rm, rn, an)) is not None and sizes[n] % wide:
             planned = len(opts)
@@ -401,8 +404,9 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
     grouped = bool(opts)
     # the CPU's plan without threads, from what is left; on a GPU without vectors only a matmul's register tile
     # pays (H200, fp32 a + b on 2^26: 1696 GB/s with 8 lanes a thread, 3465 GB/s with one)
-    # an elementwise kernel's vectors as wide as the device's (PoCL, AVX-512: exp 2^22 2.5 -> 0.97 ms with 16 lanes)
-    lanes = None if scalar_only or reds else renderer.max_lanes(Ops.MULACC, dtypes.float32)
+    # vectors as wide as the device's for an elementwise kernel and a matmul's register tile (PoCL, AVX-512, 16
+    # lanes: exp 2^22 2.5 -> 0.97 ms; matmul 1024 with the 8 x 32 tile 57 -> 15 ms); row reductions keep 8
+    lanes = None if scalar_only or (reds and not matmul) else renderer.max_lanes(Ops.MULACC, dtypes.float32)
     cpu_plan = [
         opt
         for opt in hand_coded_opts(ast, None, lanes)
