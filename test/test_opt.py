@@ -512,6 +512,32 @@ def test_pooling_windows_are_unrolled_and_vectorized_along_the_row():
         np.testing.assert_array_equal(t.numpy(), want)
 
 
+@pytest.mark.parametrize(
+    "shape, perm", [((64, 48), (1, 0)), ((2, 16, 7, 58), (0, 2, 3, 1)), ((3, 32, 30), (0, 2, 1)), ((16, 16), (1, 0))]
+)
+def test_transposing_copies_take_a_tile_of_vectors_each_way(shape, perm):
+    """A transposing copy is planned as a tile of lanes x lanes (the read's contiguous axis padded to the tile
+    where it does not divide, by at most a quarter): its stores are whole vectors, and every element lands where
+    numpy's transpose puts it."""
+    (a,) = _inputs(shape, seed=31)
+    t = Tensor(a).realize().permute(*perm).contiguous()
+    item = _kernel(t)
+    renderer = Device["CPU"].renderer
+    opts = hand_coded_opts(item.ast, renderer)
+    lanes = renderer.max_lanes(Ops.MULACC, dtypes.float32)
+    if lanes < 4:
+        pytest.skip("no vectors on this CPU")
+    upcasts = [o.amount for o in opts if o.op is OptOps.UPCAST]
+    assert upcasts == [lanes, lanes], opts
+    program = get_program(item.ast, renderer, opts)
+    stores = [u for u in program.uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+    assert stores and all(u.src[1].dtype.count == lanes for u in stores), [u.src[1].dtype for u in stores]
+    np.testing.assert_array_equal(run_plan(t, opts), a.transpose(perm))
+    np.testing.assert_array_equal(
+        run_plan(Tensor(a, device="PYTHON").permute(*perm).contiguous(), opts, "PYTHON"), a.transpose(perm)
+    )
+
+
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 def test_a_store_to_a_contiguous_run_in_another_order_is_one_vector_store(device):
     """Rows of 2 with the column upcast first and 8 rows after: the 16 lanes are (column, row), so the addresses
