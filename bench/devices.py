@@ -6,8 +6,10 @@
 
 Rows: elementwise `relu(a*b+c)` and a full `sum` over 2^24 float32 elements, a row-wise `sum(axis=1)` of a
 4096x4096 matrix, a 4096x4096 softmax, a 1024 matmul, and `exp` and `sin` over 2^22 elements. Each round times
-the CPU and the other device alternately (so noise from the other processes on the machine hits both); each time
-is the median of its runs, each figure the median over the rounds. `X/CPU` is the device's time over the CPU's
+numpy, waits 0.1 s (numpy's BLAS threads spin on the cores after a matmul: the CPU device timed right after
+them took twice its time), then the CPU and the other device, which goes first in every other round (so noise
+from the other processes on the machine hits both); each time is the median of its runs, each figure the
+median over the rounds. `X/CPU` is the device's time over the CPU's
 (below 1: the device is faster); `CPU thr.` is the device's throughput as a fraction of the CPU's; numpy's time
 is given for scale. The first call of each row (compile) is not timed, and its result is checked against numpy.
 bench/llvm.py and bench/cl.py run this for their device.
@@ -137,10 +139,13 @@ def compare(device: str, quick: bool = False, rounds: int = 3) -> None:
             if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max()))):
                 print(f"  {dev} result differs from numpy on {name}")
         per: dict[str, list[float]] = {"CPU": [], device: [], "numpy": []}
-        for _ in range(rounds):
-            for dev, fn in fns.items():
-                per[dev].append(median_time(fn, runs))
+        for i in range(rounds):
             per["numpy"].append(median_time(np_fn, runs))
+            # numpy's BLAS threads spin on the cores for a while after a matmul: let them sleep before our runs
+            time.sleep(0.1)
+            # each device first in every other round: neither always runs on the cores the other warmed up
+            for dev in list(fns) if i % 2 == 0 else list(fns)[::-1]:
+                per[dev].append(median_time(fns[dev], runs))
         t = {k: statistics.median(v) for k, v in per.items()}
         ratio = statistics.median(d / cpu for d, cpu in zip(per[device], per["CPU"]))
         print(

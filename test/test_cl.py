@@ -313,6 +313,24 @@ def test_pocl_kernels_on_x86_say_clwb_so_builtins_inline(monkeypatch):
     assert f"{attrs} __kernel void " in src if attrs else "\n__kernel void " in src
 
 
+def test_a_cpu_driver_gets_the_cpus_layouts():
+    """PoCL runs work-groups on this machine's cores: a large matmul copies B into panels and a large convolution
+    reads a padded channels-last copy of its input (and of its weight), as on the CPU device, one kernel more
+    each; the values are numpy's and torch's."""
+    torch = pytest.importorskip("torch")
+    if not Device["CL"].renderer.runs_on_cpu:
+        pytest.skip("this CL device is not a CPU")
+    a, b = data((256, 256), dtypes.float32), data((256, 256), dtypes.float32)
+    items, _ = create_schedule([(cl(a) @ cl(b)).uop], ["CL"])
+    assert len(items) == 2, [item.ast.arg if item.ast is not None else "copy" for item in items]
+    close(cl(a) @ cl(b), a @ b, rtol=1e-4, atol=1e-4)
+    x, w = data((4, 16, 32, 32), dtypes.float32), data((16, 16, 3, 3), dtypes.float32)
+    items, _ = create_schedule([cl(x).conv2d(cl(w), padding=1).uop], ["CL"])
+    assert len(items) == 3, [item.ast.arg if item.ast is not None else "copy" for item in items]
+    want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+    close(cl(x).conv2d(cl(w), padding=1), want, rtol=1e-4, atol=1e-4)
+
+
 def test_copies_between_cl_and_every_other_device():
     a = data((7, 9), dtypes.float32)
     t = cl(a) * 2

@@ -18,7 +18,7 @@ from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
 from zeptograd.renderer.cstyle import VECTOR_LANES
-from zeptograd.runtime.device import HOST_COMPILED
+from zeptograd.runtime.device import cpu_layouts
 from zeptograd.uop.ops import Ops
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def _packs(a_shape: tuple[int, ...], b: Any, device: str) -> bool:
     nd = len(b.shape)
     transposed = b.uop.op is Ops.PERMUTE and b.uop.arg[-2:] == (nd - 1, nd - 2)
     big = n % PANEL == 0 and n > PANEL and m >= 4 and m * n * k >= PACK_MIN_WORK
-    return device in HOST_COMPILED and big and not transposed
+    return big and not transposed and cpu_layouts(device)
 
 
 def _panels(b: Any) -> Any:

@@ -20,7 +20,7 @@ from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
-from zeptograd.runtime.device import HOST_COMPILED
+from zeptograd.runtime.device import cpu_layouts
 from zeptograd.uop.shape import prod
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ CHANNELS_LAST_MIN = 16
 
 
 def _materialize_padding(x: Any) -> bool:
-    return x.device in HOST_COMPILED and math.prod(x.shape) >= PAD_COPY_MIN
+    return math.prod(x.shape) >= PAD_COPY_MIN and cpu_layouts(x.device)
 
 
 def _channels_last(t: Tensor) -> Tensor:

@@ -35,6 +35,18 @@ DEVICE_MEMORY = ("CUDA", "PTX", "TRITON", "WEBGPU")
 HOST_COMPILED = ("CPU", "LLVM")
 
 
+def cpu_layouts(device: str) -> bool:
+    """Do `device`'s kernels run on this machine's CPU in vectors, so that layouts made for its caches pay (a
+    large matmul's panels of B, a large convolution's padded copy)? CPU and LLVM, and CL on a CPU driver (PoCL).
+
+    >>> cpu_layouts("CPU"), cpu_layouts("PYTHON")
+    (True, False)
+    """
+    if device in HOST_COMPILED:
+        return True
+    return device.split(":")[0] == "CL" and getattr(Device[device].renderer, "runs_on_cpu", False)
+
+
 def _problem(base: str) -> str | None:
     """What keeps a device that needs more than a Python package from running here (None: nothing)."""
     if base == "CUDA":

@@ -87,6 +87,9 @@ class CLDevice:
         extensions = frozenset(self.device.extensions.split()) - without
         self.renderer = OpenCLRenderer(extensions, lanes, pocl_kernel_attributes(self.device))
         self.renderer.max_local_size = min(OpenCLRenderer.max_local_size, self.device.max_work_group_size)
+        # a CPU driver (PoCL) runs work-groups on this machine's cores: the CPU's layouts for its caches pay there
+        # (matmul 1024 with B in panels: 16.7 -> 11.5 ms)
+        self.renderer.runs_on_cpu = bool(self.device.type & cl.device_type.CPU)
         self._kernels: dict[tuple[str, str], Any] = {}
 
     def kernel(self, src: str, name: str) -> Any:
