@@ -124,10 +124,12 @@ def _lanes_pay(x: _Read, r: UOp) -> bool:
     return _stride(x.address, r) in (1, 2) or (x.gate_loops is not None and r not in x.gate_loops)
 
 
-def _transposed_axis(ast: UOp, outs: list[UOp], reads: list[_Read], out_index: UOp, lanes: int) -> int | None:
-    """The output axis t of a transposing copy of 32-bit values: the output is contiguous along its last axis, a
-    read gathers along it but is contiguous along t, and both axes take a tile of `lanes` (t padded by at most
-    a quarter; None where there is no such axis)."""
+def _transposed_axis(
+    ast: UOp, outs: list[UOp], reads: list[_Read], out_index: UOp, lanes: int
+) -> tuple[int, int] | None:
+    """(t, its size padded to the tile) for a transposing copy of 32-bit values: the output is contiguous along
+    its last axis, a read gathers along it but is contiguous along output axis t, and both axes take a tile of
+    `lanes` (t padded by at most a quarter; None where there is no such axis)."""
     store = next(u for u in ast.toposort() if u.op is Ops.STORE)
     if store.src[1].dtype.itemsize != 4 or not outs or _stride(out_index, outs[-1]) != 1:
         return None
@@ -137,9 +139,9 @@ def _transposed_axis(ast: UOp, outs: list[UOp], reads: list[_Read], out_index: U
         if _stride(x.address, outs[-1]) in (0, 1, 2):
             continue
         for t, r in enumerate(outs[:-1]):
-            size = r.src[0].arg
-            if _stride(x.address, r) == 1 and size >= lanes and -(-size // lanes) * lanes * 4 <= size * 5:
-                return t
+            size, padded = r.src[0].arg, -(-r.src[0].arg // lanes) * lanes
+            if _stride(x.address, r) == 1 and size >= lanes and padded * 4 <= size * 5:
+                return t, padded
     return None
 
 
@@ -376,13 +378,14 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         # a reduction along contiguous memory: vector accumulators over the reduce axis
         if (a := _divisor(reds[-1].src[0].arg, (4 * lanes, 2 * lanes, lanes, 4))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
-    elif not reds and (t := _transposed_axis(ast, outs, reads, out_index, lanes)) is not None:
+    elif not reds and (tile := _transposed_axis(ast, outs, reads, out_index, lanes)) is not None:
         # a transposing copy (x.T.contiguous(), a convolution's channels-last copy): a tile of lanes x lanes, so
         # each cache line read along the input's contiguous axis t is used whole while it is in L1 (one vector
         # of the output took one element of 16 lines, and a line was gone before its next element was read):
         # 4096^2 .T 65 -> 20 ms, NCHW -> padded NHWC 8x64x56x56 485 -> 310-375 us
-        if sizes[t] % lanes:
-            ast = _try(ast, opts, Opt(OptOps.PADTO, t, -(-sizes[t] // lanes) * lanes))
+        t, padded = tile
+        if padded != sizes[t]:
+            ast = _try(ast, opts, Opt(OptOps.PADTO, t, padded))
         ast = _try(ast, opts, Opt(OptOps.UPCAST, t, lanes))
         ast = _try(ast, opts, Opt(OptOps.UPCAST, len(output_axes(ast)) - 1, lanes))
     elif outs and _stride(out_index, outs[-1]) == 1 and any(_lanes_pay(x, outs[-1]) for x in reads):

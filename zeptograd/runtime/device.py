@@ -13,6 +13,9 @@ import importlib.util
 import os
 from typing import Any
 
+from zeptograd.dtype import dtypes
+from zeptograd.uop.ops import Ops
+
 DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA", "PTX", "TRITON", "WEBGPU", "HIP")
 # the Python package each optional device needs, and what to install when it is missing
 REQUIRES = {"LLVM": "llvmlite", "CL": "pyopencl", "WEBGPU": "wgpu"}
@@ -37,14 +40,16 @@ HOST_COMPILED = ("CPU", "LLVM")
 
 def cpu_layouts(device: str) -> bool:
     """Do `device`'s kernels run on this machine's CPU in vectors, so that layouts made for its caches pay (a
-    large matmul's panels of B, a large convolution's padded copy)? CPU and LLVM, and CL on a CPU driver (PoCL).
+    large matmul's panels of B, a large convolution's padded copy)? CPU and LLVM, and a device whose renderer runs
+    on the CPU and has vectors (CL on PoCL; not WEBGPU on lavapipe, whose kernels are scalar).
 
     >>> cpu_layouts("CPU"), cpu_layouts("PYTHON")
     (True, False)
     """
     if device in HOST_COMPILED:
         return True
-    return device.split(":")[0] == "CL" and getattr(Device[device].renderer, "runs_on_cpu", False)
+    renderer = Device[device].renderer
+    return getattr(renderer, "runs_on_cpu", False) and renderer.max_lanes(Ops.LOAD, dtypes.float32) > 1
 
 
 def _problem(base: str) -> str | None:
