@@ -173,3 +173,27 @@ def test_rules_have_names_in_traces():
     with track_rewrites() as events:
         ((x * 4 + y) // 4).simplify()
     assert {e.rule for e in events} >= {"fold div/mod"}
+
+
+def test_lane_offsets_are_the_differences_of_the_addresses():
+    """devectorize's lane offsets (each address minus the first, where that is one constant), its fast path for
+    lanes of one expression plus constants included, against the addresses evaluated at every binding."""
+    from zeptograd.codegen.devectorizer import _offsets
+
+    base = x * 4 + y
+    cases = [
+        [base + c for c in (0, 1, 2, 3)],
+        [base, base + 5, base + 2],
+        [base + 7, base - 1],
+        [UOp.const(dtypes.index, c) for c in (3, 7, 4)],
+        [base + 1, (x + 1) * 4 + y, base + 9],  # the same sums in another form: the simplify path
+        [base, base + z],  # not a constant
+        [x // 3 + 1, (x + 1) // 3],  # not a constant
+    ]
+    for addrs in cases:
+        every = addrs[0]
+        for a in addrs[1:]:
+            every = every + a  # one expression over every variable the addresses use
+        diffs = {tuple(evaluate(a, b) - evaluate(addrs[0], b) for a in addrs) for b in bindings(every)}
+        want = list(diffs.pop()) if len(diffs) == 1 else None
+        assert _offsets(addrs) == want, (addrs, want)
