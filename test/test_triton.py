@@ -24,7 +24,7 @@ from zeptograd.codegen import get_program
 from zeptograd.codegen.opt import Opt, OptError, OptOps
 from zeptograd.dtype import DType
 from zeptograd.renderer.triton import TritonRenderer, signature
-from zeptograd.runtime.ops_triton import TritonCompileError, compile_triton, num_warps, triton_problem
+from zeptograd.runtime.ops_triton import TritonCompileError, TritonDevice, compile_triton, num_warps, triton_problem
 from zeptograd.schedule.kernelize import create_schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -156,7 +156,11 @@ def test_elementwise_on_gpu(dtype: DType) -> None:
     if dtype is dtypes.bool:
         np.testing.assert_array_equal((ta ^ tb).numpy(), a ^ b)
         return
-    np.testing.assert_allclose((ta * tb + ta).numpy(), a * b + a, rtol=2e-3 if dtype is dtypes.float16 else 1e-6)
+    # a * b + a is a multiply-add (MULACC), as on every device: for float32 one fused multiply-add, the exact value
+    # rounded once (a * b + a cancels for some elements, where two roundings differ from it by far more than an
+    # ulp); for half the product is rounded to half first, as numpy's half does (the C-style renderers' half)
+    want = (a.astype(np.float64) * b + a).astype(np_dt) if dtype is dtypes.float32 else a * b + a
+    np.testing.assert_allclose((ta * tb + ta).numpy(), want, rtol=2e-3 if dtype is dtypes.float16 else 1e-6)
     np.testing.assert_array_equal((ta < tb).numpy(), a < b)
     if dtypes.is_int(dtype):
         nz = np.where(b == 0, 1, b).astype(np_dt)
@@ -185,3 +189,19 @@ def test_signed_zeros_in_triton_interpreter() -> None:
     got = interpreted(host(z) // host(three))
     np.testing.assert_array_equal(np.signbit(got), np.signbit(np.floor_divide(z, three)))
     np.testing.assert_array_equal(np.signbit(interpreted(-host(z))), np.signbit(-z))
+
+
+@needs_triton
+def test_compiled_kernels_are_kept_per_parameter_types() -> None:
+    # `x * x` is the same Triton text for float16 and float32 buffers: the device keeps a kernel per signature (it
+    # kept one per text, and float16 squares came out of the float32 kernel as garbage on the GPU)
+    dev = TritonDevice.__new__(TritonDevice)
+    dev.arch, dev._kernels = "sm_90", {}
+    half, single = (
+        programs(Tensor([1.0, 2.0], dtype=dt, device="CPU") ** 2)[0] for dt in (dtypes.float16, dtypes.float32)
+    )
+    assert half.src == single.src
+    (key16, k16), (key32, k32) = dev.kernel(half), dev.kernel(single)
+    assert key16 != key32 and k16 is not k32
+    assert "ld.global.b16" in k16.ptx and "ld.global.b16" not in k32.ptx
+    assert dev.kernel(half)[1] is k16

@@ -16,7 +16,9 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.util
+import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,7 +72,10 @@ def compile_triton(src: str, name: str, sig: dict[str, str], arch: str = "sm_90"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"zg_{name}_{key}.py"
     if not path.exists():
-        tmp = path.with_suffix(".tmp")
+        # a temporary file of this process's own: with one name for all, a second writer truncates the file a first
+        # one has just renamed into place, and a third process imports it half written (a kernel without its
+        # stores: seen on a GPU with 16 test workers)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(src)
         tmp.replace(path)
     spec = importlib.util.spec_from_file_location(f"zg_triton_{key}", path)
@@ -81,7 +86,9 @@ def compile_triton(src: str, name: str, sig: dict[str, str], arch: str = "sm_90"
         compiled = triton.compile(
             ASTSource(fn=getattr(module, name), signature=sig, constexprs={}),
             target=GPUTarget("cuda", int(arch[3:]), 32),
-            options={"num_warps": warps},
+            # no contraction of a * b + c into one fused multiply-add: the IR says where an FMA goes (MULACC), as
+            # on every other device
+            options={"num_warps": warps, "enable_fp_fusion": False},
         )
     except Exception as e:
         raise TritonCompileError(
@@ -112,20 +119,27 @@ class TritonDevice(CUDADevice):
         self._modules = []
         self._kernels: dict[str, TritonKernel] = {}
 
-    def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
-        kernel = self._kernels.get(program.src)
-        if kernel is None:
-            sig = signature(program.uops)
+    def kernel(self, program: ProgramSpec) -> tuple[str, TritonKernel]:
+        """`program` compiled for this GPU (once per source and parameter types), and the key it is kept under.
+        The types are part of the key: a Triton program's text has none, so `x * x` reads the same for float16 and
+        float32 buffers, and the kernel compiled for one would garble the other."""
+        sig = signature(program.uops)
+        key = f"{sig}\n{program.src}"
+        if (kernel := self._kernels.get(key)) is None:
             kernel = compile_triton(program.src, program.name, sig, self.arch, num_warps(program.uops))
-            self._kernels[program.src] = kernel
-        fn = self._functions.get((program.src, program.name))
+            self._kernels[key] = kernel
+        return key, kernel
+
+    def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
+        key, kernel = self.kernel(program)
+        fn = self._functions.get((key, program.name))
         if fn is None:
             module, fn = ctypes.c_void_p(), ctypes.c_void_p()
             lib, check = self.driver.lib, self.driver.check
             check(lib.cuModuleLoadData(ctypes.byref(module), kernel.cubin), "cuModuleLoadData")
             check(lib.cuModuleGetFunction(ctypes.byref(fn), module, kernel.name.encode()), kernel.name)
             self._modules.append(module)
-            self._functions[(program.src, program.name)] = fn
+            self._functions[(key, program.name)] = fn
         used = sorted(u.arg for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
         total = tuple(program.launch_global) + (1,) * (3 - len(program.launch_global))
         local = tuple(program.launch_local) + (1,) * (3 - len(program.launch_local))
