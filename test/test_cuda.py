@@ -29,6 +29,7 @@ from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
 from zeptograd.dtype import DType
 from zeptograd.renderer.cuda import CUDARenderer
+from zeptograd.runtime import ops_cuda
 from zeptograd.runtime.device import DeviceUnavailable
 from zeptograd.runtime.ops_cuda import _nvidia_dirs, compile_cuda, nvrtc_problem
 from zeptograd.schedule.kernelize import create_schedule
@@ -416,3 +417,11 @@ def _cuda_programs() -> list[Any]:
     from zeptograd.engine import realize
 
     return [v for k, v in realize._programs.items() if k[0] == "CUDA"]
+
+
+@pytest.mark.skipif(nvrtc_problem() is not None, reason="NVRTC is not installed (pip install -e '.[cuda]')")
+def test_an_nvrtc_without_the_compile_time_options_still_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    # FAST_OPTIONS are for compile time only: an NVRTC that rejects one compiles without them
+    monkeypatch.setattr(ops_cuda, "FAST_OPTIONS", ("--no-such-nvrtc-option",))
+    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] *= 3.0f; }'
+    assert compile_cuda(src, "sm_90").cubin[:4] == b"\x7fELF"

@@ -157,6 +157,12 @@ class CompiledCUDA:
 _compiled: dict[tuple[str, str], CompiledCUDA] = {}
 # --fmad=false: a*b+c is fused only where the program has a MULACC, as on the CPU and LLVM devices
 COMPILE_OPTIONS = ("--fmad=false",)
+# for compile time, which is most of a new kernel's first call (an NVRTC that lacks one compiles without them):
+# --minimal reads none of CUDA's headers that a kernel does not include itself (a rendered kernel uses builtins and
+# cuda_fp16.h, which it includes): a tiny kernel 26 -> 22 ms. (--Ofast-compile=min took another 8 ms off the first
+# call's kernel, but an fp16 matmul ran at 152 TFLOP/s instead of 219 on an H100)
+FAST_OPTIONS = ("--minimal",)
+_NVRTC_INVALID_OPTION = 5
 
 
 def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel") -> CompiledCUDA:
@@ -176,11 +182,15 @@ def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel") -> Compile
     # a file name of its own per program: NVRTC's messages and a profiler's source view tell kernels apart
     file = f"{name}_{hashlib.sha256(src.encode()).hexdigest()[:12]}.cu".encode()
     prog = ctypes.c_void_p()
-    _nvrtc_check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), file, 0, None, None), "create")
-    try:
-        options = [f"--gpu-architecture={arch}", *COMPILE_OPTIONS, *(f"-I{d}" for d in nv.include)]
+    base = [f"--gpu-architecture={arch}", *COMPILE_OPTIONS, *(f"-I{d}" for d in nv.include)]
+    for options in ([*base, *FAST_OPTIONS], base) if FAST_OPTIONS else (base,):
+        _nvrtc_check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), file, 0, None, None), "create")
         argv = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
         status = lib.nvrtcCompileProgram(prog, len(options), argv)
+        if status != _NVRTC_INVALID_OPTION or options is base:
+            break
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    try:
         size = ctypes.c_size_t()
         lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
         log_buf = ctypes.create_string_buffer(size.value)
@@ -381,7 +391,8 @@ class CUDADevice:
         """The CUBIN of `src` for this GPU: from the disk cache (keyed by the source, the arch and the NVRTC that
         compiles it), else compiled by NVRTC and written there (a rerun of a program skips NVRTC)."""
         nv = _load_nvrtc()
-        key = hashlib.sha256(f"{nv.path} {nv.version} {self.arch} {COMPILE_OPTIONS}\n{src}".encode()).hexdigest()
+        options = (*COMPILE_OPTIONS, *FAST_OPTIONS)
+        key = hashlib.sha256(f"{nv.path} {nv.version} {self.arch} {options}\n{src}".encode()).hexdigest()
         path = cache_dir() / f"cuda-{key}.cubin"
         try:
             return path.read_bytes()
