@@ -52,7 +52,7 @@ static zg_dim3 blockDim, gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static
 template <typename T, typename F> static inline T zg_copy_bits(F x) {
   T out;

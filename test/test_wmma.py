@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts
 from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, WMMA_16_16_16_F16_RDNA3, tensor_cores
+from zeptograd.mixin.functional import _fragment_core, fragment_permutation
 from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.renderer.ptx import PTXRenderer
 from zeptograd.runtime.buffer import buffer_for
@@ -29,7 +31,7 @@ from zeptograd.runtime.ops_python import PythonProgram
 from zeptograd.schedule.kernelize import create_schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_ptx import assembled, needs_ptxas
+from test_ptx import PTXAS, assembled, needs_ptxas
 
 RNG = np.random.default_rng(16)
 TC, UPCAST, LOCAL = OptOps.TC, OptOps.UPCAST, OptOps.LOCAL
@@ -168,6 +170,110 @@ def test_tc_refusals() -> None:
         apply_opts(mm, [Opt(TC, 0, 0)], 16, tcs)
 
 
+# *** operands copied into fragment order (functional.py), loaded a fragment at a time (devectorizer.fragment) ***
+
+
+def fragment_stored(x: np.ndarray, a_side: bool) -> tuple[Tensor, Tensor]:
+    """`x` copied into the m16n8k16 fragment order as an A (else a B) operand: the stored copy, realized in the
+    host's memory, and the view of it that reads back as `x` (what matmul on a tensor-core device makes)."""
+    tc = MMA_M16N8K16_F16
+    bm, bn, bk = tc.dims
+    order = tc.a_order if a_side else tc.b_order
+    assert order is not None
+    split, perm = fragment_permutation(x.shape, (bm, bk) if a_side else (bk, bn), order, a_side)
+    inverse = tuple(perm.index(i) for i in range(len(perm)))
+    stored = host(x).reshape(*split).permute(*perm).contiguous().realize()
+    return stored, stored.permute(*inverse).reshape(x.shape)
+
+
+@pytest.mark.parametrize("a_side", [True, False], ids=["A", "B"])
+def test_fragment_order_puts_each_lanes_fragment_together(a_side: bool) -> None:
+    # brute force against the layout's position functions: in every block, lane l's element i of the fragment is
+    # element l * count + i of the stored block
+    tc = MMA_M16N8K16_F16
+    x = half(48, 32) if a_side else half(32, 24)
+    stored, view = fragment_stored(x, a_side)
+    np.testing.assert_array_equal(view.numpy(), x)
+    rows, cols = (16, 16) if a_side else (16, 8)
+    count, position = (tc.elements[0], tc.a) if a_side else (tc.elements[1], tc.b)
+    flat = stored.numpy().reshape(-1)
+    blocks = [(r, c) for r in range(x.shape[0] // rows) for c in range(x.shape[1] // cols)]
+    if not a_side:  # B's blocks are stored a column of blocks after another
+        blocks.sort(key=lambda rc: (rc[1], rc[0]))
+    for n, (r, c) in enumerate(blocks):
+        for lane in range(tc.threads):
+            for i in range(count):
+                row, col = position(lane, i)
+                assert flat[n * rows * cols + lane * count + i] == x[r * rows + row, c * cols + col]
+
+
+@pytest.mark.parametrize("shape", [(64, 32, 256), (32, 48, 128), (2, 32, 64, 128)], ids=str)
+def test_fragment_ordered_operands_are_whole_fragment_loads(shape: tuple[int, ...], tmp_path: Path) -> None:
+    *batch, m, k, n = shape
+    a, b = half(*batch, m, k), half(*batch, k, n)
+    (_, fa), (_, fb) = fragment_stored(a, True), fragment_stored(b, False)
+    out = fa @ fb
+    item = item_of(out)
+    got, opts = emulated(out, None)
+    assert opts[0].op is TC
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=4e-3, atol=4e-2)
+    # every fragment is one load: 16 bytes of A, 8 of B (a tile's WMMAs share them along its rows and columns)
+    src = get_program(item.ast, CUDARenderer()).src
+    wmmas = src.count("zg_mma_m16n8k16_f16_f32(val")
+    a_loads, b_loads = src.count("reinterpret_cast<const zg_half8*>"), src.count("reinterpret_cast<const zg_half4*>")
+    assert "const half val" not in src and a_loads * b_loads == wmmas, (a_loads, b_loads, wmmas)
+    ptx = get_program(item.ast, PTXRenderer()).src
+    assert ptx.count("ld.global.v4.b32") == a_loads and ptx.count("ld.global.v2.b32") == b_loads
+    if nvrtc_problem() is None:
+        assert "mma.sync.aligned.m16n8k16" in compile_cuda(src, "sm_90").ptx
+    if PTXAS is not None:
+        assembled([ptx], tmp_path)
+
+
+def test_fragment_loads_only_where_aligned() -> None:
+    a, b = half(32, 32), half(32, 16)
+    # a row-major A: a lane's elements are pairs 8 rows apart, so they stay loads of their own
+    src = get_program(item_of(host(a) @ fragment_stored(b, False)[1]).ast, CUDARenderer()).src
+    assert "zg_half8*" not in src and "const half val" in src and "zg_half4*" in src
+    # a fragment-ordered B one element into its buffer: each fragment contiguous, but not on a boundary of its
+    # size, where a GPU's vector load would fault
+    stored, _ = fragment_stored(b, False)
+    shifted = host(np.concatenate([half(1), stored.numpy().reshape(-1)])).realize()[1:].reshape(stored.shape)
+    perm = fragment_permutation(b.shape, (16, 8), MMA_M16N8K16_F16.b_order, False)[1]
+    view = shifted.permute(*(perm.index(i) for i in range(len(perm)))).reshape(b.shape)
+    out = host(a).matmul(view, dtype=dtypes.float32)
+    src = get_program(item_of(out).ast, CUDARenderer()).src
+    assert "zg_half4*" not in src and "const half val" in src
+    got, _ = emulated(out, None)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_copies_operands_on_tensor_core_devices_only() -> None:
+    def fake(shape: tuple[int, ...], dtype=dtypes.float16, device: str = "CUDA") -> SimpleNamespace:
+        return SimpleNamespace(shape=shape, dtype=dtype, device=device)
+
+    big = fake((256, 256))
+    assert _fragment_core(big, big, dtypes.float16) is MMA_M16N8K16_F16
+    assert _fragment_core(fake((256, 256), device="PTX"), fake((256, 256), device="PTX"), dtypes.float16)
+    assert _fragment_core(fake((256, 256), device="CPU"), fake((256, 256), device="CPU"), dtypes.float16) is None
+    assert _fragment_core(big, big, dtypes.float32) is None  # summed in float32 operands: no tensor core
+    assert _fragment_core(fake((256, 256), dtypes.float32), fake((256, 256), dtypes.float32), dtypes.float32) is None
+    assert _fragment_core(fake((64, 64)), fake((64, 64)), dtypes.float16) is None  # too little work to pay
+    assert _fragment_core(fake((264, 256)), big, dtypes.float16) is None  # m not a multiple of 16
+    # HIP's RDNA3 layout has no fragment order: it is compiled, never run
+    assert _fragment_core(fake((256, 256), device="HIP"), fake((256, 256), device="HIP"), dtypes.float16) is None
+
+
+def test_tensor_core_kernels_ask_for_four_blocks_an_sm() -> None:
+    a, b = host(half(128, 64)), host(half(64, 256))
+    item = item_of(a @ b)
+    plan = [Opt(TC, 0, 0), Opt(UPCAST, 0, 2), Opt(LOCAL, 0, 2), Opt(UPCAST, 1, 8), Opt(LOCAL, 1, 2)]
+    assert "__launch_bounds__(128, 4)" in get_program(item.ast, CUDARenderer(), plan).src
+    wide = [Opt(TC, 0, 0), Opt(UPCAST, 0, 2), Opt(LOCAL, 0, 2), Opt(UPCAST, 1, 16), Opt(LOCAL, 1, 2)]
+    assert "__launch_bounds__(128)" in get_program(item.ast, CUDARenderer(), wide).src  # 32 WMMAs: the cap spills
+    assert ", 4)" not in get_program(item_of(a + 1).ast, CUDARenderer()).src  # no tensor core: no minimum
+
+
 def _tc_kernels() -> list:
     a, b = host(half(64, 64)), host(half(64, 32))
     return [
@@ -201,7 +307,7 @@ def test_ptx_plan_runs_in_emulation() -> None:
 
 
 @pytest.mark.parametrize("device", ["CUDA", "PTX"])
-@pytest.mark.parametrize("shape", [(64, 32, 48), (256, 512, 128), (2, 128, 64, 96)], ids=str)
+@pytest.mark.parametrize("shape", [(64, 32, 48), (256, 512, 128), (2, 128, 64, 96), (2, 256, 256, 256)], ids=str)
 def test_fp16_matmul_on_gpu(device: str, shape: tuple[int, ...]) -> None:
     if not Device.usable(device):
         pytest.skip(f"no usable {device} device here")
@@ -212,3 +318,13 @@ def test_fp16_matmul_on_gpu(device: str, shape: tuple[int, ...]) -> None:
     np.testing.assert_allclose(got32, want, rtol=1e-3, atol=1e-3)
     got16 = (Tensor(a, device=device) @ Tensor(b, device=device)).numpy().astype(np.float64)
     np.testing.assert_allclose(got16, want, rtol=4e-3, atol=4e-2)
+
+
+@pytest.mark.parametrize("device", ["CUDA", "PTX"])
+def test_fp16_matmul_of_a_transposed_view_on_gpu(device: str) -> None:
+    # the operands are copied into fragment order whatever view they are (here B = w.T)
+    if not Device.usable(device):
+        pytest.skip(f"no usable {device} device here")
+    a, w = half(512, 256), half(384, 256)
+    got = (Tensor(a, device=device) @ Tensor(w, device=device).T).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w.T.astype(np.float64), rtol=4e-3, atol=4e-2)

@@ -41,9 +41,12 @@ def _width(total: int, limit: int) -> int:
 
 
 class _Devectorizer:
-    def __init__(self, max_lanes: MaxLanes, masked_load: Callable[[DType], bool] | None = None) -> None:
+    def __init__(
+        self, max_lanes: MaxLanes, masked_load: Callable[[DType], bool] | None = None, fragment_lanes: int = 1
+    ) -> None:
         self.max_lanes = max_lanes
         self.masked_load = masked_load
+        self.fragment_lanes = fragment_lanes
         self.chunks: dict[UOp, list[UOp]] = {}
 
     def get(self, u: UOp, start: int, n: int) -> UOp:
@@ -107,7 +110,9 @@ class _Devectorizer:
             return
         if u.op is Ops.WMMA:
             # a warp's fragments stay whole vectors, whatever else the target has
-            self.chunks[u] = [u.replace(src=tuple(self.get(s, 0, s.dtype.count) for s in u.src))]
+            a, b = u.src[:2]
+            rest = tuple(self.get(s, 0, s.dtype.count) for s in u.src[2:])
+            self.chunks[u] = [u.replace(src=(self.fragment(a), self.fragment(b), *rest))]
             return
         if u.op is Ops.REDUCE and u.src[0].op is Ops.WMMA:
             self.chunks[u] = [u.replace(src=(self.get(u.src[0], 0, width), *u.src[1:]))]
@@ -133,6 +138,29 @@ class _Devectorizer:
                 src = tuple(self.get(s, start, w) if s.dtype.count > 1 else self.get(s, 0, 1) for s in u.src)
                 out.append(u.replace(src=src, dtype=u.dtype.scalar().vec(w)))
         self.chunks[u] = out
+
+    def fragment(self, v: UOp) -> UOp:
+        """A WMMA operand: one vector load where its lanes are elements `i, i+1, ...` of one buffer, ungated, with
+        `i` a multiple of the lanes (a fragment-ordered copy of the operand: a GPU loads 16 bytes at once, aligned);
+        else its lanes as devectorized (a load each)."""
+        n = v.dtype.count
+        if self.fragment_lanes < n or n & (n - 1):
+            return self.get(v, 0, n)
+        found = [_load_lane(v, k) for k in range(n)]
+        lanes = [x for x in found if x is not None and len(x[0].src) == 1]
+        if len(lanes) != n or len({ld.src[0].src[0] for ld, _ in lanes}) != 1:
+            return self.get(v, 0, n)
+        picked = []
+        for ld, k in lanes:
+            addresses, gates = self._addresses(ld.src[0], ld.dtype.count)
+            if gates is not None:
+                return self.get(v, 0, n)
+            picked.append(addresses[k])
+        if _offsets(picked) != list(range(n)) or not _divides(picked[0], n):
+            return self.get(v, 0, n)
+        load = lanes[0][0]
+        ptr = self.get(load.src[0].src[0], 0, 1)
+        return ptr.index(picked[0]).load(dtype=v.dtype)
 
     def gep(self, u: UOp, start: int, w: int) -> UOp:
         lanes = u.arg[start : start + w]
@@ -358,16 +386,39 @@ def _split_const(a: UOp) -> tuple[UOp | None, int]:
     return a, 0
 
 
+def _load_lane(v: UOp, k: int) -> tuple[UOp, int] | None:
+    """Lane k of `v` (as `expand` made it: VECTORIZEs and GEPs of LOADs) as (the LOAD, its lane); None when it is
+    not a lane of a LOAD."""
+    while v.op in (Ops.VECTORIZE, Ops.GEP):
+        v, k = (v.src[k], 0) if v.op is Ops.VECTORIZE else (v.src[0], v.arg[k])
+    return (v, k) if v.op is Ops.LOAD and v.src[0].op is Ops.INDEX else None
+
+
+def _divides(x: UOp, n: int) -> bool:
+    """Is every value of the index expression `x` a multiple of n? (A sufficient test: constants, sums of
+    multiples, products with a multiple.)"""
+    if x.op is Ops.CONST:
+        return x.arg % n == 0
+    if x.op is Ops.ADD:
+        return all(_divides(s, n) for s in x.src)
+    if x.op is Ops.MUL:
+        return any(_divides(s, n) for s in x.src)
+    return False
+
+
 def _broadcast(x: UOp, width: int) -> UOp:
     return UOp(Ops.VECTORIZE, x.dtype.vec(width), (x,) * width)
 
 
-def devectorize(sink: UOp, max_lanes: MaxLanes, masked_load: Callable[[DType], bool] | None = None) -> UOp:
+def devectorize(
+    sink: UOp, max_lanes: MaxLanes, masked_load: Callable[[DType], bool] | None = None, fragment_lanes: int = 1
+) -> UOp:
     """`sink` with every vector at most as wide as `max_lanes` allows (see the module docstring); `masked_load(dt)`:
-    whether the target reads a vector `dt` under a gate per lane (None: it does not)."""
+    whether the target reads a vector `dt` under a gate per lane (None: it does not); `fragment_lanes`: the most
+    lanes of a WMMA operand the target loads at once (`fragment`)."""
     if not any(u.dtype.count > 1 for u in sink.toposort()):
         return sink
-    dv = _Devectorizer(max_lanes, masked_load)
+    dv = _Devectorizer(max_lanes, masked_load, fragment_lanes)
     for u in sink.toposort():
         dv.visit(u)
     return dv.chunks[sink][0]

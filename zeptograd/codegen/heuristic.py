@@ -75,7 +75,7 @@ GROUP_MIN_REDUCE = 4096  # a shorter reduction costs less than the barrier and t
 GROUP_SIZE = 16
 GPU_GROUP_MIN_REDUCE = 256  # on a GPU, a shorter row is summed by one thread in less time than a barrier
 LOCAL_SIZE = 64
-TC_TILE = (2, 16)  # WMMA blocks a warp along m and n: 2 A and 16 B fragments loaded for 32 WMMAs (H100 sweep)
+TC_TILE = (2, 8)  # WMMA blocks a warp along m and n: 2 A and 8 B fragments loaded for 16 WMMAs (H100 sweep)
 TC_WARPS = (2, 2)  # warps a block along m and n
 # below this a kernel runs in less time than waking the other cores (runtime/cpu_threads.py) costs
 THREAD_MIN_WORK = 1 << 17

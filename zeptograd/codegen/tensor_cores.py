@@ -29,6 +29,10 @@ from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.render import PYRENDER_GLOBALS
 
 Position = Callable[[Any, Any], tuple[Any, Any]]  # (lane, element) -> (row, column); ints or index UOps
+# a block stored in fragment order, as a reshape and a permute: the block's rows split into axes of these sizes
+# (outer first), its columns likewise, and the order of those axes in memory (indices into rows + columns), so
+# that lane l's elements are elements l * count .. l * count + count - 1 of the stored block
+FragmentOrder = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +48,10 @@ class TensorCore:
     a: Position
     b: Position
     c: Position
+    # A's and B's blocks in fragment order (a matmul's operands copied so: each lane's fragment is one 16-byte or
+    # 8-byte load, functional.py); None where no such order is given
+    a_order: FragmentOrder | None = None
+    b_order: FragmentOrder | None = None
 
     def __repr__(self) -> str:
         return f"TensorCore({self.name!r})"
@@ -87,8 +95,20 @@ def _mma_c(lane: Any, i: Any) -> tuple[Any, Any]:
     return lane // 4 + 8 * (i // 2), (lane % 4) * 2 + i % 2
 
 
+# In fragment order, A's block (rows h g, columns q t p: row g + 8h, column 2t + p + 8q) is stored g t q h p: lane
+# 4g + t, element 4q + 2h + p; B's (rows q t p, columns g) is stored g t q p: lane 4g + t, element 2q + p
 MMA_M16N8K16_F16 = TensorCore(
-    "mma_m16n8k16_f16_f32", (16, 8, 16), dtypes.float16, dtypes.float32, 32, (8, 4, 4), _mma_a, _mma_b, _mma_c
+    "mma_m16n8k16_f16_f32",
+    (16, 8, 16),
+    dtypes.float16,
+    dtypes.float32,
+    32,
+    (8, 4, 4),
+    _mma_a,
+    _mma_b,
+    _mma_c,
+    a_order=((2, 8), (2, 4, 2), (1, 3, 2, 0, 4)),
+    b_order=((2, 4, 2), (8,), (3, 1, 0, 2)),
 )
 
 

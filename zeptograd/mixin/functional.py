@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zeptograd.codegen.tensor_cores import FragmentOrder, TensorCore, tensor_cores
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
@@ -104,6 +105,57 @@ def _panels(b: Any) -> Any:
     return split.permute(*order).contiguous().permute(*order).reshape(*batch, k, n)
 
 
+# a large fp16 matmul on a device with tensor cores copies both operands into fragment order (codegen/tensor_cores.py):
+# a lane's fragment of a block is then one aligned load (16 bytes of A, 8 of B; devectorizer.fragment) and a warp's
+# loads one contiguous run, instead of 2-byte loads from rows 8 KiB apart. The copies move 4 bytes an element of
+# each operand, a few percent of a matmul this large
+FRAGMENT_MIN_WORK = 1 << 24
+
+
+def _fragment_core(a: Any, b: Any, dt: DType) -> TensorCore | None:
+    """The tensor core whose fragment order `a @ b` copies its operands into (None: no copies): a device with one
+    for dtype `dt`, the operands of that dtype, sizes multiples of its blocks, and work enough to pay."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    for tc in tensor_cores(a.device.split(":")[0]):
+        bm, bn, bk = tc.dims
+        fits = m % bm == 0 and n % bn == 0 and k % bk == 0 and m * n * k >= FRAGMENT_MIN_WORK
+        ordered = tc.a_order is not None and tc.b_order is not None
+        if fits and ordered and a.dtype == b.dtype == dt == tc.dtype_in:
+            return tc
+    return None
+
+
+def fragment_permutation(
+    shape: tuple[int, ...], block: tuple[int, int], order: FragmentOrder, rows_first: bool
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """How a (..., R, C) matrix is stored as blocks of `block`, each in fragment order `order`
+    (codegen/tensor_cores.py), the blocks of a row of blocks next to each other (`rows_first`) or those of a
+    column: the shape it is split into and the permutation of that shape which is stored contiguous.
+
+    >>> fragment_permutation((16, 16), (16, 16), ((2, 8), (2, 4, 2), (1, 3, 2, 0, 4)), True)
+    ((1, 2, 8, 1, 2, 4, 2), (0, 3, 2, 5, 4, 1, 6))
+    """
+    *batch, r, c = shape
+    rows, cols, inner = order
+    nb = len(batch)
+    split = (*batch, r // block[0], *rows, c // block[1], *cols)
+    row_axes = [nb + 1 + i for i in range(len(rows))]
+    col_axes = [nb + 2 + len(rows) + i for i in range(len(cols))]
+    row_block, col_block = nb, nb + 1 + len(rows)
+    outer = (row_block, col_block) if rows_first else (col_block, row_block)
+    return split, (*range(nb), *outer, *((row_axes + col_axes)[i] for i in inner))
+
+
+def _fragment_ordered(x: Any, block: tuple[int, int], order: FragmentOrder, rows_first: bool) -> Any:
+    """`x` (..., R, C) copied into fragment order (`fragment_permutation`) and read back as (..., R, C)."""
+    split, perm = fragment_permutation(x.shape, block, order, rows_first)
+    inverse = tuple(perm.index(i) for i in range(len(perm)))
+    stored = x.reshape(*split).permute(*perm)
+    # copied as one flat run (a kernel with one axis: whole work-groups on a GPU, not loops over seven small axes)
+    flat = stored.reshape(math.prod(x.shape)).contiguous().reshape(stored.shape)
+    return flat.permute(*inverse).reshape(x.shape)
+
+
 class FunctionalMixin:
     """Ops built from elementwise ops, reductions and movement: products, normalizations, resampling."""
 
@@ -152,6 +204,11 @@ class FunctionalMixin:
         dt = tensor_dtype(dtype, "matmul") if dtype is not None else least_upper_dtype(a.dtype, b.dtype)
         if _packs(a.shape, b, self.device):
             b = _panels(b)
+        if (tc := _fragment_core(a, b, dt)) is not None:
+            assert tc.a_order is not None and tc.b_order is not None
+            bm, bn, bk = tc.dims
+            a = _fragment_ordered(a, (bm, bk), tc.a_order, True)
+            b = _fragment_ordered(b, (bk, bn), tc.b_order, False)
         a3 = a.cast(dt).reshape(*a.shape[:-1], 1, a.shape[-1])
         bt = b.cast(dt).transpose(-1, -2)
         b3 = bt.reshape(*bt.shape[:-2], 1, *bt.shape[-2:])

@@ -95,6 +95,26 @@ MMA_HELPER = """__device__ __forceinline__ zg_float4 zg_mma_m16n8k16_f16_f32(zg_
 }
 """
 
+# A tensor-core kernel with at most TC_MAX_WMMAS WMMAs a warp (a tile of 2 x 8 blocks) fits in 128 registers a
+# thread: asking for TC_THREADS_PER_SM threads an SM (4 blocks of 128, `__launch_bounds__`'s second argument) keeps
+# 16 warps' loads in flight instead of the 12 that 129 registers leave room for (the kernel waits on memory, not on
+# the tensor cores): an fp16 matmul 4096^3 on an H100 219 -> 301 TFLOP/s. With more WMMAs the cap spills (2 x 16:
+# 194 -> 77), so those kernels get no minimum
+TC_MAX_WMMAS = 16
+TC_THREADS_PER_SM = 512
+
+
+def min_blocks(uops: Sequence[UOp], threads: int) -> int:
+    """Blocks an SM should hold at once for a kernel of `threads` threads a block (0: no minimum asked): for a
+    tensor-core kernel of at most TC_MAX_WMMAS WMMAs, TC_THREADS_PER_SM threads' worth.
+
+    >>> min_blocks([], 128)
+    0
+    """
+    wmmas = sum(1 for u in uops if u.op is Ops.WMMA)
+    return TC_THREADS_PER_SM // threads if 0 < wmmas <= TC_MAX_WMMAS and threads < TC_THREADS_PER_SM else 0
+
+
 # CUDA's limits per axis x, y, z: blocks in the grid, threads in a block
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 BLOCK_LIMITS = (1024, 1024, 64)
@@ -143,6 +163,7 @@ class CUDARenderer(CRenderer):
     max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
     local_size = 256  # threads a block the heuristic aims for: 8 warps, several blocks resident on each SM
     tensor_cores = (MMA_M16N8K16_F16,)  # mma.sync, sm_80 and later
+    fragment_load_lanes = 8  # a WMMA operand in one 16-byte load where it is contiguous and aligned
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every scalar dtype C has, half and double included (every GPU from sm_53 on has both).
@@ -172,7 +193,11 @@ class CUDARenderer(CRenderer):
         return f"{vec}.v[{i}]"
 
     def load(self, dt: DType, index: UOp, lvalue: str) -> str:
-        return lvalue  # a fragment only lives in registers: no vector access to memory
+        ptr = index.src[0].dtype
+        if dt.count > 1 and isinstance(ptr, PtrDType) and ptr.base.count == 1:
+            # a whole fragment from a buffer of scalars (devectorizer.fragment: aligned to its size, as the struct is)
+            return f"(*reinterpret_cast<const {self.type_name(dt)}*>(&{lvalue}))"
+        return lvalue
 
     def store(self, dt: DType, index: UOp, lvalue: str, value: str) -> str:
         return f"{lvalue} = {value};"
@@ -224,10 +249,12 @@ class CUDARenderer(CRenderer):
         # the launch bounds: the threads of one block, the product of the lidx sizes
         self._order = launch_order(uops)
         self._block = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
+        self._min_blocks = min_blocks(uops, self._block)
         return super().render(name, uops)
 
     def head(self, name: str, args: str) -> str:
-        return f'extern "C" __global__ void __launch_bounds__({self._block}) {name}({args}) {{'
+        bounds = f"{self._block}, {self._min_blocks}" if self._min_blocks else f"{self._block}"
+        return f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({args}) {{'
 
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
         used = {u.dtype.scalar() for u in uops} | {u.dtype.base.scalar() for u in uops if isinstance(u.dtype, PtrDType)}

@@ -67,6 +67,7 @@ class HIPRenderer(CUDARenderer):
     device = "HIP"
     max_local_size = 1024
     local_size = 256
+    fragment_load_lanes = 1  # fragments are gathered lane by lane (no vector loads rendered yet)
     native_transcendentals = True  # ocml's exp2, log2, sin, cos, tan, exp, tanh
 
     def __init__(self, arch: str = "gfx1100") -> None:

@@ -144,6 +144,7 @@ class PTXRenderer:
     max_local_size = 1024
     local_size = 256
     tensor_cores = (MMA_M16N8K16_F16,)
+    fragment_load_lanes = 8  # a WMMA operand in one 16-byte load where it is contiguous and aligned
 
     def __init__(self, arch: str = "sm_80") -> None:
         self.arch = arch
@@ -202,7 +203,9 @@ class _Kernel:
             self.render_uop(u)
         params = ",\n".join(f"\t{p}" for _, p in sorted(self.params, key=lambda p: p[0]))
         regs = [f"\t.reg {_DECL[bits]} %{_PREFIX[bits]}<{n}>;" for bits, n in self.counts.items() if n]
-        # maxntid: the threads of a block, as CUDA C's __launch_bounds__ (registers are budgeted for that many)
+        # maxntid: the threads of a block, as CUDA C's __launch_bounds__ (registers are budgeted for that many). No
+        # .minnctapersm as CUDA C's tensor-core kernels ask (renderer/cuda.py's min_blocks): this PTX takes 226
+        # registers for the tile CUDA C's takes 129 in, and capped at 128 it spills
         head = [
             f".version {PTX_VERSION}",
             f".target {self.arch}",
@@ -314,6 +317,16 @@ class _Kernel:
                 self.emit(f"ld.local.v4.b32 {{{', '.join(self.vectors[u])}}}, [{addr}];")
             else:
                 self.emit(f"st.local.v4.b32 [{addr}], {{{', '.join(self.vectors[u.src[1]])}}};")
+        elif op is Ops.LOAD and bits == 16 and lanes in (2, 4, 8):
+            # a fragment in one aligned load (devectorizer.fragment): pairs of halves in 32-bit registers, unpacked
+            # (ptxas keeps them packed for the mma that reads them)
+            words = [self.reg(32) for _ in range(lanes // 2)]
+            vec = f".v{lanes // 2}" if lanes > 2 else ""
+            dest = f"{{{', '.join(words)}}}" if lanes > 2 else words[0]
+            self.emit(f"ld.{self._space(u.src[0])}{vec}.b32 {dest}, [{self.names[u.src[0]]}];")
+            self.vectors[u] = [self.reg(16) for _ in range(lanes)]
+            for pair, lo, hi in zip(words, self.vectors[u][0::2], self.vectors[u][1::2]):
+                self.emit(f"mov.b32 {{{lo}, {hi}}}, {pair};")
         elif op is Ops.WMMA and u.arg is MMA_M16N8K16_F16:
             a, b, c = (self.vectors[s] for s in u.src)
             packed = []
