@@ -8,10 +8,13 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
                 memory bandwidth (`--peak-gbs`, 4800 for an H200; 3350 for an H100 SXM).
 2. matmul       4096 x 4096 x 4096 in fp32 and in fp16 (fp16 inputs and output), GFLOP/s, next to torch's
                 `a @ b` on the same GPU (cuBLAS; fp32 without TF32, torch's default) and the ratio.
-   With --sweep: the fp16 matmul again under other tensor-core plans (TC tiles and warps a block), and with the
-   heuristic's plan on the PTX and TRITON devices.
-3. first call   a kernel never seen before (a fresh constant): the whole first call (schedule, codegen, NVRTC,
-                module load, launch, copy back) and NVRTC's compile alone.
+   The fp16 row includes the copies of both operands into fragment order (functional.py).
+   With --sweep: the copies timed alone, the matmul kernel alone under other tensor-core plans (TC tiles and warps
+   a block), and with the heuristic's plan on the PTX and TRITON devices; with --experiments also under edits of
+   its CUDA C (the k loop unrolled, a minimum of blocks an SM): leads for the renderer, not plans it makes.
+3. first call   a kernel never seen before (a fresh constant) on CUDA and on PTX: the whole first call, then its
+                phases one by one (schedule, codegen, NVRTC, module load, launch, copy back), and NVRTC to PTX
+                with the driver's JIT instead of NVRTC's CUBIN; NVRTC's compile of a tiny kernel alone.
 
 A kernel is timed by launching it back to back on the default stream and waiting for the GPU once at the end:
 the median of 5 such batches, each at least 0.2 s or 3 launches.
@@ -20,6 +23,8 @@ the median of 5 such batches, each at least 0.2 s or 3 launches.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import dataclasses
 import functools
 import statistics
 import sys
@@ -36,9 +41,13 @@ from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
 from zeptograd.codegen.opt import Opt, OptOps
 from zeptograd.engine.realize import compiled
+from zeptograd.runtime import ops_cuda
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cuda import compile_cuda
 from zeptograd.schedule.kernelize import create_schedule
+
+# the sweep's tiles: WMMA blocks a warp along m and n, warps a block along m and n
+SWEEP_TILES = ((2, 16, 2, 2), (2, 8, 2, 2), (4, 4, 2, 2), (2, 4, 2, 2), (2, 4, 4, 2))
 
 
 def batch_time(launch: Callable[[], Any], sync: Callable[[], Any], min_s: float = 0.2) -> float:
@@ -77,14 +86,42 @@ def kernels_of(out: Tensor) -> tuple[Callable[[], None], list[Any], Any]:
     return launch, [p for p, _, _ in steps], steps[-1][2][0]
 
 
-def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator) -> None:
-    """The fp16 matmul under several tensor-core plans on CUDA, and the heuristic's on PTX and TRITON."""
+def _run_all(steps: list[tuple[Callable[[Any], None], list[Any]]]) -> None:
+    for run, bufs in steps:
+        run(bufs)
+
+
+# experiments on the CUDA C of a tile's kernel (not plans zeptograd makes): the k loop unrolled by nvcc, a register
+# budget that fits more blocks on an SM
+EXPERIMENT_TILES = ((2, 8, 2, 2), (4, 4, 2, 2), (2, 16, 2, 2), (4, 8, 2, 2))
+
+
+def _unrolled(src: str, threads: int) -> str:
+    return src.replace("  for (int ridx", "  #pragma unroll 2\n  for (int ridx", 1)
+
+
+def _four_blocks(src: str, threads: int) -> str:
+    return src.replace(f"__launch_bounds__({threads})", f"__launch_bounds__({threads}, 4)")
+
+
+SOURCE_VARIANTS: dict[str, Callable[[str, int], str]] = {
+    "as rendered": lambda src, threads: src,
+    "unroll 2": _unrolled,
+    "min 4 blocks": _four_blocks,
+    "unroll 2, 4 blocks": lambda src, threads: _four_blocks(_unrolled(src, threads), threads),
+}
+
+
+def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experiments: bool = False) -> None:
+    """The fp16 matmul under several tensor-core plans on CUDA, and the heuristic's on PTX and TRITON. The operands'
+    copies into fragment order (functional.py) run once first; the plans time the matmul kernel alone, and the
+    copies are timed on their own."""
     x_np = rng.standard_normal((size, size)).astype(np.float16)
     y_np = rng.standard_normal((size, size)).astype(np.float16)
     want = x_np[:64].astype(np.float32) @ y_np.astype(np.float32)
     tc, up, lo = OptOps.TC, OptOps.UPCAST, OptOps.LOCAL
     plans: list[tuple[str, list[Opt] | None]] = [("heuristic", None)]
-    for um, un, wm, wn in ((2, 4, 2, 2), (4, 4, 2, 2), (4, 8, 2, 2), (2, 8, 4, 2), (2, 8, 2, 4), (2, 16, 2, 2)):
+    for um, un, wm, wn in SWEEP_TILES:
         plans.append(
             (
                 f"tile {um}x{un} warps {wm}x{wn}",
@@ -94,21 +131,98 @@ def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator) -> None:
     for device in [d for d in ("CUDA", "PTX", "TRITON") if Device.usable(d)]:
         dev = Device[device]
         x, y = Tensor(x_np, device=device).realize(), Tensor(y_np, device=device).realize()
-        (item,), _ = create_schedule([(x @ y).uop], [device])
+        items, _ = create_schedule([(x @ y).uop], [device])
+        *copies, item = items
+        steps = []
+        for c in copies:
+            assert c.ast is not None
+            program, run = compiled(device, c.ast)
+            steps.append((run, [buffer_for(b).allocate() for b in c.bufs]))
+        for run, bufs in steps:
+            run(bufs)
+        for i, step in enumerate(steps):
+            s = batch_time(functools.partial(_run_all, [step]), sync, 0.2)
+            print(f"  {device} fragment-order copy {i}: {s * 1e6:.0f} us")
         bufs = [buffer_for(b).allocate() for b in item.bufs]
         for name, opts in plans if device == "CUDA" else plans[:1]:
             try:
                 program = get_program(item.ast, dev.renderer, [o for o in opts if o.amount != 1] if opts else None)
+                run = dev.runner(program)
             except Exception as e:
-                print(f"  {device} {name}: {type(e).__name__}: {e}")
+                print(f"  {device} {name}: {type(e).__name__}: {str(e)[:300]}")
                 continue
-            run = dev.runner(program)
             s = batch_time(functools.partial(run, bufs), sync, 0.3)
             got = bufs[0].numpy().reshape(size, size)[:64].astype(np.float32)
             err = float(np.abs(got - want).max() / np.abs(want).max())
             print(
                 f"  {device} fp16 matmul {size}^3 {name:<22} {2 * size**3 / s * 1e-12:7.1f} TFLOP/s  rel err {err:.1e}"
             )
+        if device == "CUDA" and experiments:
+            for tile in EXPERIMENT_TILES:
+                um, un, wm, wn = tile
+                opts = [Opt(tc, 0, 0), Opt(up, 0, um), Opt(lo, 0, wm), Opt(up, 1, un), Opt(lo, 1, wn)]
+                program = get_program(item.ast, dev.renderer, [o for o in opts if o.amount != 1])
+                for variant, edit in SOURCE_VARIANTS.items():
+                    run = dev.runner(dataclasses.replace(program, src=edit(program.src, wm * wn * 32)))
+                    s = batch_time(functools.partial(run, bufs), sync, 0.3)
+                    got = bufs[0].numpy().reshape(size, size)[:64].astype(np.float32)
+                    err = float(np.abs(got - want).max() / np.abs(want).max())
+                    tflops = 2 * size**3 / s * 1e-12
+                    print(f"  experiment tile {tile} {variant:<18} {tflops:7.1f} TFLOP/s  rel err {err:.1e}")
+        if device == "CUDA":
+            # the heuristic's kernel compiled without NVRTC's compile-time options (ops_cuda.FAST_OPTIONS)
+            saved, ops_cuda.FAST_OPTIONS = ops_cuda.FAST_OPTIONS, ()
+            ops_cuda._compiled.clear()
+            dev._functions.clear()
+            run = dev.runner(get_program(item.ast, dev.renderer))
+            s = batch_time(functools.partial(run, bufs), sync, 0.3)
+            print(f"  CUDA fp16 matmul {size}^3 heuristic, no FAST_OPTIONS {2 * size**3 / s * 1e-12:7.1f} TFLOP/s")
+            ops_cuda.FAST_OPTIONS = saved
+            ops_cuda._compiled.clear()
+            dev._functions.clear()
+
+
+def first_call(device: str, rng: np.random.Generator) -> tuple[float, str]:
+    """The first call of `((z * k + 1).exp() * k).sum(1)` with a fresh constant k on `device`, from the expression to
+    numpy (seconds), and, for another fresh k, the phases one by one (text)."""
+    dev = Device[device]
+    z = Tensor(rng.standard_normal((1000, 1000)).astype(np.float32), device=device).realize()
+    dev.synchronize()
+    k = float(rng.uniform(1, 2))
+    t0 = time.perf_counter()
+    ((z * k + 1).exp() * k).sum(1).numpy()
+    total = time.perf_counter() - t0
+    k = float(rng.uniform(1, 2))
+    t = [time.perf_counter()]
+    out = ((z * k + 1).exp() * k).sum(1)
+    (item,), _ = create_schedule([out.uop], [device])
+    t.append(time.perf_counter())
+    program = get_program(item.ast, dev.renderer)
+    t.append(time.perf_counter())
+    if device == "CUDA":
+        compile_cuda(program.src, dev.arch, program.name)
+    t.append(time.perf_counter())
+    run = dev.runner(program)
+    t.append(time.perf_counter())
+    bufs = [buffer_for(b).allocate() for b in item.bufs]
+    run(bufs)
+    dev.synchronize()
+    t.append(time.perf_counter())
+    bufs[0].numpy()
+    t.append(time.perf_counter())
+    names = ("schedule", "codegen", "NVRTC", "load", "alloc+run", "to host")
+    phases = ", ".join(f"{n} {(b - a) * 1e3:.1f}" for n, a, b in zip(names, t, t[1:]))
+    if device == "CUDA":
+        # the same kernel compiled again (a new text) by NVRTC to PTX only, which the driver JIT-compiles
+        src = program.src + f"\n// {rng.random()}\n"
+        t0 = time.perf_counter()
+        ptx = compile_cuda(src, "compute_" + dev.arch[3:], program.name).ptx
+        t1 = time.perf_counter()
+        module = ctypes.c_void_p()
+        dev.driver.check(dev.driver.lib.cuModuleLoadData(ctypes.byref(module), ptx.encode()), "load PTX")
+        t2 = time.perf_counter()
+        phases += f"; NVRTC to PTX {(t1 - t0) * 1e3:.1f} + driver JIT {(t2 - t1) * 1e3:.1f}"
+    return total, phases
 
 
 def main() -> None:
@@ -116,6 +230,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--peak-gbs", type=float, default=4800.0, help="the GPU's memory bandwidth (H200: 4800)")
     parser.add_argument("--sweep", action="store_true", help="the fp16 matmul under other tensor-core plans")
+    parser.add_argument("--experiments", action="store_true", help="with --sweep: edits of the matmul's CUDA C")
     args = parser.parse_args()
     dev = Device["CUDA"]
     sync = dev.synchronize
@@ -165,22 +280,16 @@ def main() -> None:
         print(f"  {name} matmul plan: {[p.opts for p in programs]}")
 
     if args.sweep:
-        sweep(size, sync, rng)
+        sweep(size, sync, rng, args.experiments)
 
     # 3. first call of a new kernel
-    k = float(rng.uniform(1, 2))
-    z = Tensor(rng.standard_normal((1000, 1000)).astype(np.float32), device="CUDA").realize()
-    sync()
-    t0 = time.perf_counter()
-    ((z * k + 1).exp() * k).sum(1).numpy()
-    first = time.perf_counter() - t0
+    for device in [d for d in ("CUDA", "PTX") if Device.usable(d)]:
+        total, phases = first_call(device, rng)
+        rows.append((f"first call {device}", "new kernel", f"{total * 1e3:.1f} ms", phases))
     fresh = f'extern "C" __global__ void k(float* a) {{ a[threadIdx.x] *= {rng.uniform(1, 2)}f; }}'
     t0 = time.perf_counter()
     compile_cuda(fresh, dev.arch)
-    nvrtc = time.perf_counter() - t0
-    rows.append(
-        ("first call", "new kernel", f"{first * 1e3:.1f} ms", f"NVRTC alone {nvrtc * 1e3:.1f} ms (tiny kernel)")
-    )
+    rows.append(("NVRTC", "tiny kernel", f"{(time.perf_counter() - t0) * 1e3:.1f} ms", ""))
 
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
