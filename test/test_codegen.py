@@ -246,3 +246,47 @@ def test_op_count_of_a_kernel_counts_each_op_once_per_iteration_of_its_loops():
     for t, want in (((a.sum(1) * b.sum(1)), 2 * 64 * 128 + 64), (a @ b.T, 2 * 64 * 64 * 128)):
         (item,), _ = create_schedule([t.uop], ["CPU"])
         assert estimate_cost(item.ast)[0] == want
+
+
+# *** GPU-style launches with more output axes than launch dimensions (codegen/gpudims.py) ***
+
+
+def _gpu_copy(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, list[UOp]]:
+    """A permuted copy planned and rendered for the CUDA renderer, run by the PYTHON device's GPU-style
+    interpreter: (what it wrote, numpy's transpose, the linear program)."""
+    from zeptograd.renderer.cuda import CUDARenderer
+    from zeptograd.runtime.ops_python import PythonProgram
+    from zeptograd.schedule.kernelize import create_schedule
+
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    out = Tensor(x, device="CPU").permute(*perm).contiguous()
+    (item,), _ = create_schedule([out.uop], ["CPU"])
+    program = get_program(item.ast, CUDARenderer())
+    bufs = [buffer_for(b).allocate() for b in item.bufs]
+    PythonProgram(program.uops)(bufs)
+    return bufs[0].array().reshape(out.shape), x.transpose(perm), list(program.uops)
+
+
+@pytest.mark.parametrize(
+    "shape, perm",
+    [((2, 3, 4, 5, 6), (4, 2, 0, 3, 1)), ((4, 4, 2, 2, 2, 2, 8), (0, 3, 2, 5, 4, 1, 6)), ((3, 5, 7, 2), (3, 1, 0, 2))],
+    ids=str,
+)
+def test_outer_axes_share_the_last_launch_dimension(shape, perm) -> None:
+    got, want, uops = _gpu_copy(shape, perm)
+    np.testing.assert_array_equal(got, want)
+    # no loop inside a work-item: every element has a work-item of its own
+    assert not any(u.op is Ops.RANGE for u in uops)
+    specials = [u for u in uops if u.op is Ops.SPECIAL]
+    assert {u.arg for u in specials if u.arg.startswith("gidx")} == {"gidx0", "gidx1", "gidx2"}
+    assert np.prod([u.src[0].arg for u in specials]) == np.prod(shape)
+
+
+def test_axes_past_the_dimension_limit_stay_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zeptograd.codegen import gpudims
+
+    monkeypatch.setattr(gpudims, "MERGED_MAX", 12)  # (CUDA's y and z take 65535 groups)
+    got, want, uops = _gpu_copy((5, 3, 4, 2, 2, 3), (1, 0, 3, 2, 5, 4))
+    np.testing.assert_array_equal(got, want)
+    gidx2 = next(u for u in uops if u.op is Ops.SPECIAL and u.arg == "gidx2")
+    assert gidx2.src[0].arg <= 12 and sum(u.op is Ops.RANGE for u in uops) >= 1

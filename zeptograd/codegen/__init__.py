@@ -129,7 +129,7 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
         ast = demote_float64(ast)  # float64 math inside float32 ops, in float32 (demote.py)
     sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
     if getattr(renderer, "has_local", False):
-        sink = gpu_dims(sink)
+        sink = gpu_dims(sink, merge=not getattr(renderer, "runs_on_cpu", False))
     _check(sink, "after opt")
     # EXP2 LOG2 SIN COS TAN ... -> arithmetic, before expand so the polynomials become vector code; a target that
     # has them (the PYTHON device: exact math) keeps the ops. The reductions of SIN, COS and TAN depend on the target
