@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
+from zeptograd.uop.symbolic import split_const
 
 MaxLanes = Callable[[Ops, DType], int]
 
@@ -363,7 +364,7 @@ class _Access:
 
 def _offsets(addresses: list[UOp]) -> list[int] | None:
     """Each address minus the first, when all the differences are constants."""
-    split = [_split_const(a) for a in addresses]
+    split = [split_const(a) for a in addresses]
     if all(rest is split[0][0] for rest, _ in split):
         # every lane is one expression plus a constant of its own (the common case): no simplify per lane (a
         # matmul's 8 x 32 tile took 0.3 s of codegen in them)
@@ -375,15 +376,6 @@ def _offsets(addresses: list[UOp]) -> list[int] | None:
             return None
         out.append(diff.arg)
     return out
-
-
-def _split_const(a: UOp) -> tuple[UOp | None, int]:
-    """`a` as (x, c) with a == x + c for a constant c: x None when a is a constant."""
-    if a.op is Ops.CONST:
-        return None, a.arg
-    if a.op is Ops.ADD and a.src[1].op is Ops.CONST:
-        return a.src[0], a.src[1].arg
-    return a, 0
 
 
 def _load_lane(v: UOp, k: int) -> tuple[UOp, int] | None:

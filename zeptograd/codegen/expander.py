@@ -24,6 +24,7 @@ from functools import reduce
 
 from zeptograd.dtype import dtypes
 from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.symbolic import split_const
 
 _INDEX_LEAVES = (Ops.CONST, Ops.RANGE, Ops.UNROLL, Ops.SPECIAL, Ops.DEFINE_VAR)
 
@@ -64,11 +65,48 @@ class _Expander:
         """The scalar expression `u` once per lane of `axes`, lanes replaced by constants and simplified."""
         if not self.axes[u]:
             return [u] * math.prod(a.src[0].arg for a in axes)
+        if (coefficients := self.affine(u)) is not None:
+            # u = rest + sum(c * lane): simplified once with every lane at 0, each lane's value is that plus a
+            # constant (a matmul's 8 x 32 tile: 0.1 s of codegen in a simplify per lane)
+            rest, base = split_const(u.substitute({a: UOp.const(dtypes.index, 0) for a in self.axes[u]}).simplify())
+            out = []
+            for coord in _lane_coords(axes):
+                k = base + sum(coefficients.get(a, 0) * c for a, c in zip(axes, coord))
+                out.append(UOp.const(dtypes.index, k) if rest is None else rest + k if k else rest)
+            return out
         out = []
         for coord in _lane_coords(axes):
             mapping = {a: UOp.const(dtypes.index, c) for a, c in zip(axes, coord) if a in set(self.axes[u])}
             out.append(u.substitute(mapping).simplify())
         return out
+
+    def affine(self, u: UOp) -> dict[UOp, int] | None:
+        """u's coefficient on each lane axis it reads, when it reads them only through sums and products with
+        constants (u = rest + sum(c * lane)); None otherwise (a quotient, a remainder or a comparison of lanes)."""
+        memo: dict[UOp, dict[UOp, int] | None] = {}
+
+        def walk(x: UOp) -> dict[UOp, int] | None:
+            if x in memo:
+                return memo[x]
+            if x.op is Ops.UNROLL:
+                out: dict[UOp, int] | None = {x: 1}
+            elif not self.axes.get(x):
+                out = {}
+            elif x.op is Ops.ADD:
+                a, b = walk(x.src[0]), walk(x.src[1])
+                out = None if a is None or b is None else {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}
+            elif x.op is Ops.MUL and any(s.op is Ops.CONST for s in x.src):
+                const, other = (x.src[0], x.src[1]) if x.src[0].op is Ops.CONST else (x.src[1], x.src[0])
+                c = walk(other)
+                out = None if c is None else {k: v * const.arg for k, v in c.items()}
+            else:
+                out = None
+            memo[x] = out
+            return out
+
+        if u.dtype is not dtypes.index:
+            return None
+        return walk(u)
 
     def lanes(self, u: UOp, axes: tuple[UOp, ...]) -> UOp:
         """The expanded form of source `u`, broadcast to the lanes of `axes` (a superset of its own)."""

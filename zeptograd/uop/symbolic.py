@@ -46,6 +46,21 @@ def _split_term(t: UOp) -> tuple[UOp | None, int]:
     return t, 1
 
 
+def split_const(a: UOp) -> tuple[UOp | None, int]:
+    """`a` as (x, c) with a == x + c for a constant c (x None when `a` is a constant): the shape simplify gives a
+    sum, its constant last.
+
+    >>> x = UOp.variable("x", 0, 9)
+    >>> split_const(x + 3)[1], split_const(UOp.const(dtypes.index, 4))
+    (3, (None, 4))
+    """
+    if a.op is Ops.CONST:
+        return None, a.arg
+    if a.op is Ops.ADD and a.src[1].op is Ops.CONST:
+        return a.src[0], a.src[1].arg
+    return a, 0
+
+
 def _sum_terms(u: UOp) -> list[UOp]:
     """The terms of a chain of ADDs, left to right."""
     terms: list[UOp] = []
