@@ -131,6 +131,12 @@ CASES = {
     ),
     "bitcast_shift": (lambda: host(A).bitcast(dtypes.int32) >> 3, lambda: A.view(np.int32) >> 3),
     "where_bool": (lambda: (host(A) > 0).where(host(A), -host(A)), lambda: np.abs(A)),
+    # a gated load whose address is the same for every work-item: Triton takes a block mask with a block of
+    # pointers only (it rejected 52 such kernels of the movement, ops and indexing suites)
+    "cat_columns": (
+        lambda: host(S[:2, :3].copy()).cat(host(S[2:4, :1].copy()), host(S[4:6, :2].copy()), dim=1),
+        lambda: np.concatenate([S[:2, :3], S[2:4, :1], S[4:6, :2]], 1),
+    ),
 }
 
 
@@ -205,3 +211,17 @@ def test_compiled_kernels_are_kept_per_parameter_types() -> None:
     assert key16 != key32 and k16 is not k32
     assert "ld.global.b16" in k16.ptx and "ld.global.b16" not in k32.ptx
     assert dev.kernel(half)[1] is k16
+
+
+@needs_triton
+def test_padded_matmul_with_gated_stores_compiles() -> None:
+    # the plan pads 65 rows to 66: the padded row's stores sit in an IF, a STORE with the IF as a third source,
+    # which the renderer took for a malformed store
+    a, b = (
+        host(RNG.standard_normal((65, 130)).astype(np.float32)),
+        host(RNG.standard_normal((130, 33)).astype(np.float32)),
+    )
+    (p,) = programs(a @ b)
+    assert any(o.op is OptOps.PADTO for o in p.opts)
+    compiled_all(a @ b)
+    compiled_all(CASES["cat_columns"][0]())  # the interpreter takes a scalar pointer with a block mask; Triton not

@@ -283,6 +283,10 @@ class _Kernel:
             return
         address = self.names[index].split("@")[0]
         gate = self.names[index.src[2]] if len(index.src) == 3 else None
+        if gate is not None and index.src[2] in self.blocky and index.src[1] not in self.blocky:
+            # one address for every work-item, a gate of their own: Triton loads a block only through a block of
+            # pointers (a scalar pointer with a block mask is an error)
+            address = f"{address} + tl.full([{self.block}], 0, tl.int32)"
         mask = self.mask(gate)
         if mask is None:
             self.bind(u, f"tl.load({address})")
@@ -291,7 +295,7 @@ class _Kernel:
             self.bind(u, f"tl.load({address}, mask={mask}, other={other})")
 
     def render_store(self, u: UOp, src: list[str]) -> None:
-        index, value = u.src
+        index, value = u.src[:2]  # a third source is the IF a gated store sits in (its mask is in self.masks)
         if (reg := self._reg(index)) is not None:
             name = self.names[reg]
             val, t = src[1], TL_TYPES[value.dtype]
