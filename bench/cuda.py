@@ -11,7 +11,7 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
    The fp16 row includes the copies of both operands into fragment order (functional.py).
    With --sweep: the copies timed alone, the matmul kernel alone under other tensor-core plans (TC tiles and warps
    a block), and with the heuristic's plan on the PTX and TRITON devices; with --experiments also under edits of
-   its CUDA C (the k loop unrolled, a minimum of blocks an SM): leads for the renderer, not plans it makes.
+   its CUDA C (the k loop unrolled, the other choice of a minimum of blocks an SM): leads for the renderer.
 3. first call   a kernel never seen before (a fresh constant) on CUDA and on PTX: the whole first call, then its
                 phases one by one (schedule, codegen, NVRTC, module load, launch, copy back), and NVRTC to PTX
                 with the driver's JIT instead of NVRTC's CUBIN; NVRTC's compile of a tiny kernel alone.
@@ -91,8 +91,8 @@ def _run_all(steps: list[tuple[Callable[[Any], None], list[Any]]]) -> None:
         run(bufs)
 
 
-# experiments on the CUDA C of a tile's kernel (not plans zeptograd makes): the k loop unrolled by nvcc, a register
-# budget that fits more blocks on an SM
+# experiments on the CUDA C of a tile's kernel (not plans zeptograd makes): the k loop unrolled by nvcc, and the
+# other choice of register budget (the renderer asks for 4 blocks an SM in tiles of at most 16 WMMAs, none above)
 EXPERIMENT_TILES = ((2, 8, 2, 2), (4, 4, 2, 2), (2, 16, 2, 2), (4, 8, 2, 2))
 
 
@@ -100,15 +100,17 @@ def _unrolled(src: str, threads: int) -> str:
     return src.replace("  for (int ridx", "  #pragma unroll 2\n  for (int ridx", 1)
 
 
-def _four_blocks(src: str, threads: int) -> str:
-    return src.replace(f"__launch_bounds__({threads})", f"__launch_bounds__({threads}, 4)")
+def _other_minimum(src: str, threads: int) -> str:
+    """4 blocks an SM where the renderer asked for no minimum, no minimum where it asked for one."""
+    plain, four = f"__launch_bounds__({threads})", f"__launch_bounds__({threads}, 4)"
+    return src.replace(four, plain) if four in src else src.replace(plain, four)
 
 
 SOURCE_VARIANTS: dict[str, Callable[[str, int], str]] = {
     "as rendered": lambda src, threads: src,
     "unroll 2": _unrolled,
-    "min 4 blocks": _four_blocks,
-    "unroll 2, 4 blocks": lambda src, threads: _four_blocks(_unrolled(src, threads), threads),
+    "other minimum": _other_minimum,
+    "unroll 2, other min": lambda src, threads: _other_minimum(_unrolled(src, threads), threads),
 }
 
 

@@ -72,7 +72,10 @@ class _Expander:
             out = []
             for coord in _lane_coords(axes):
                 k = base + sum(coefficients.get(a, 0) * c for a, c in zip(axes, coord))
-                out.append(UOp.const(dtypes.index, k) if rest is None else rest + k if k else rest)
+                if rest is None:
+                    out.append(UOp.const(dtypes.index, k))
+                else:
+                    out.append(rest + k if k else rest)
             return out
         out = []
         for coord in _lane_coords(axes):
