@@ -52,12 +52,14 @@ MAX_GROUPS = 65535  # work-groups per dispatch axis: WebGPU's maxComputeWorkgrou
 _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}
 _INFIX |= {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 
+# the remainder as a - (a / b) * b, not `%`: wgpu's OpenGL backend (llvmpipe, where there is no Vulkan driver)
+# passes `%` on to GLSL, whose result for a negative operand is undefined (it gave -7 % 7 == 4)
 FLOOR_HELPERS = """fn floordiv(a: i32, b: i32) -> i32 {
   let q = a / b;
-  return q - select(0i, 1i, (a % b != 0i) && ((a < 0i) != (b < 0i)));
+  return q - select(0i, 1i, (q * b != a) && ((a < 0i) != (b < 0i)));
 }
 fn floormod(a: i32, b: i32) -> i32 {
-  let r = a % b;
+  let r = a - (a / b) * b;
   return r + select(0i, b, (r != 0i) && ((r < 0i) != (b < 0i)));
 }
 """
