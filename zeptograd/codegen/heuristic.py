@@ -10,7 +10,8 @@ The rules, in order (each applied only where its amount divides the axis):
    register tile of vector accumulators, half the vector registers, so each loaded element is used several
    times from a register:
    - rows of `m` by two vectors of `n` where that divides `n`: 8 x 32 float32 with AVX-512 (16 accumulators of
-     16 lanes), 4 x 16 with AVX2 (8 of 8);
+     16 lanes), 4 x 16 with AVX2 (8 of 8); fewer rows where m is not a multiple of them: its largest divisor
+     below (7 for 14);
    - with 32 vector registers, a single reduce axis and B contiguous along `n`: 8 rows by three vectors (8 x 48,
      24 accumulators), `n` padded up to a multiple of them (PADTO) where it is not one and an eighth of it at
      most is padding (a sixteenth where two vectors divide it);
@@ -33,9 +34,10 @@ The rules, in order (each applied only where its amount divides the axis):
    whose output's last axis is the contiguous one, `x.sum(0)`): UPCAST the last output axis to one vector when
    it is contiguous in the output, and a read is contiguous along it too (or reads every other element), or is
    gated by a condition that does not depend on it (a padded copy: one gate check per vector; a channels-last
-   padded copy, whose reads are gathered, 1.12 -> 0.68 ms). A transpose stays scalar: a square tile of vectors
-   (both axes upcast, turned around by two-vector shuffles in `devectorize`) is 2.6x faster for 4096x4096 (66 ->
-   25 ms) but 2x slower for 256 transposes of 64x2048 (16 -> 33 ms): BEAM finds it where it pays.
+   padded copy, whose reads are gathered, 1.12 -> 0.68 ms). A transposing copy (rule 4's branch before it) is a
+   tile of a vector each way, or half a vector where the output's contiguous axis is not a multiple of one (an
+   NCHW output 56 wide: 1.6 -> 0.6 ms), both axes upcast and turned around by two-vector shuffles in
+   `devectorize` (4096x4096: 65 -> 20 ms).
 5. Threads: a kernel of at least `THREAD_MIN_WORK` element operations splits its outermost output loop
    that divides evenly across `THREADS` cores (in a matmul, the outermost that its biggest operand depends on,
    when that operand is bigger than the output: each core reads half of it); when none does, the outermost
@@ -126,14 +128,16 @@ def _lanes_pay(x: _Read, r: UOp) -> bool:
 
 def _transposed_axis(
     ast: UOp, outs: list[UOp], reads: list[_Read], out_index: UOp, lanes: int
-) -> tuple[int, int] | None:
-    """(t, its size padded to the tile) for a transposing copy of 32-bit values: the output is contiguous along
-    its last axis, a read gathers along it but is contiguous along output axis t, and both axes take a tile of
-    `lanes` (t padded by at most a quarter; None where there is no such axis)."""
+) -> tuple[int, int, int] | None:
+    """(t, its size padded to the tile, the tile's side) for a transposing copy of 32-bit values: the output is
+    contiguous along its last axis, a read gathers along it but is contiguous along output axis t, and both axes
+    take a tile of `lanes`, or half of them where the last axis is not a multiple of `lanes` (t padded by at most
+    a quarter; None where there is no such axis)."""
     store = next(u for u in ast.toposort() if u.op is Ops.STORE)
     if store.src[1].dtype.itemsize != 4 or not outs or _stride(out_index, outs[-1]) != 1:
         return None
-    if outs[-1].src[0].arg % lanes:
+    lanes = next((w for w in (lanes, lanes // 2) if w >= 4 and outs[-1].src[0].arg % w == 0), 0)
+    if not lanes:
         return None
     for x in reads:
         if _stride(x.address, outs[-1]) in (0, 1, 2):
@@ -141,7 +145,7 @@ def _transposed_axis(
         for t, r in enumerate(outs[:-1]):
             size, padded = r.src[0].arg, -(-r.src[0].arg // lanes) * lanes
             if _stride(x.address, r) == 1 and size >= lanes and padded * 4 <= size * 5:
-                return t, padded
+                return t, padded, lanes
     return None
 
 
@@ -336,7 +340,9 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         an = wide if wide is not None else an
         third = _second_row_axis(outs, reads, rm, rn) if an == vector else None
         several = an == 2 * vector or (wide is not None and an == wide)  # vectors of n a row: rows of m for them
-        if (am := _divisor(sizes[m], (rows if several or third is not None else 2 * rows, 8, 4, 2))) is not None:
+        # the most rows that divide m within the budget (7 for 14, not 2: a Winograd convolution's tile columns)
+        first = rows if several or third is not None else 2 * rows
+        if (am := _divisor(sizes[m], (first, 8, *range(rows - 1, 1, -1)))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, next(i for i, r in enumerate(output_axes(ast)) if r is third), 2))
@@ -383,11 +389,11 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         # each cache line read along the input's contiguous axis t is used whole while it is in L1 (one vector
         # of the output took one element of 16 lines, and a line was gone before its next element was read):
         # 4096^2 .T 65 -> 20 ms, NCHW -> padded NHWC 8x64x56x56 485 -> 310-375 us
-        t, padded = tile
+        t, padded, side = tile
         if padded != sizes[t]:
             ast = _try(ast, opts, Opt(OptOps.PADTO, t, padded))
-        ast = _try(ast, opts, Opt(OptOps.UPCAST, t, lanes))
-        ast = _try(ast, opts, Opt(OptOps.UPCAST, len(output_axes(ast)) - 1, lanes))
+        ast = _try(ast, opts, Opt(OptOps.UPCAST, t, side))
+        ast = _try(ast, opts, Opt(OptOps.UPCAST, len(output_axes(ast)) - 1, side))
     elif outs and _stride(out_index, outs[-1]) == 1 and any(_lanes_pay(x, outs[-1]) for x in reads):
         # vector loads and stores along the contiguous output axis
         a = _divisor(sizes[-1], (lanes, 8, 4, 2))
