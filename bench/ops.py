@@ -21,7 +21,8 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
            `Tensor.conv2d`; torch: `torch.nn.functional.conv2d`; numpy: im2col, the 3x3 windows of the padded
            input as a strided view (`sliding_window_view`) contracted with the filters by `np.tensordot` (one
            BLAS matmul of (8*56*56, 64*9) by (64*9, 64)), then made contiguous in NCHW. Notes give GFLOP/s
-           (2 * N * Cout * H * W * Cin * 9 flops a run).
+           (2 * N * Cout * H * W * Cin * 9 flops a run). A second row runs zeptograd's convolution with `WINO=1`
+           (Winograd F(4x4, 3x3)) against the same numpy and torch times.
    pool    max_pool2d of a (8, 64, 112, 112) input (a ResNet stem's size): 2x2 windows of stride 2, and 3x3 of
            stride 2 with padding 1; torch: `torch.nn.functional.max_pool2d`; numpy: the maximum over the
            windows of a strided view (`sliding_window_view`, the padded input for the second).
@@ -92,7 +93,7 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="zeptograd-bench-cache-")
 os.environ["ZEPTOGRAD_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
-from zeptograd import Device, GlobalCounters, Tensor  # noqa: E402  (after ZEPTOGRAD_CACHE_DIR is set)
+from zeptograd import Context, Device, GlobalCounters, Tensor  # noqa: E402  (after ZEPTOGRAD_CACHE_DIR is set)
 
 try:
     import torch
@@ -317,10 +318,18 @@ def bench_conv2d(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
         run_lib(row, "torch", lambda: torch.nn.functional.conv2d(tx, tw, padding=1), cfg)
     want = conv2d_np(x.astype(np.float64), w.astype(np.float64)).astype(np.float32)
     check_zg(row, warm, want, rtol=1e-3, atol=1e-4)
+    # the same convolution as Winograd F(4x4, 3x3) (WINO=1), against the same numpy and torch runs
+    wino = Row(f"conv2d {n}x{cin}x{h}x{wd}, WINO=1")
+    with Context(WINO=1):
+        warm = run_lib(wino, "zeptograd", lambda: zx.conv2d(zw, padding=1).realize(), cfg)
+    wino.times.update({lib: row.times.get(lib) for lib in LIBS if lib != "zeptograd"})
+    check_zg(wino, warm, want, rtol=1e-3, atol=1e-4)
     flops = 2 * n * cout * h * wd * cin * 9
-    rates = [f"{lib} {flops / t / 1e9:.1f}" for lib in LIBS if (t := row.times.get(lib))]
-    row.notes.append("GFLOP/s " + ", ".join(rates))
+    for r in (row, wino):
+        rates = [f"{lib} {flops / t / 1e9:.1f}" for lib in LIBS if (t := r.times.get(lib))]
+        r.notes.append("GFLOP/s " + ", ".join(rates) + (" (direct-conv FLOPs)" if r is wino else ""))
     yield row
+    yield wino
 
 
 def max_pool_np(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:

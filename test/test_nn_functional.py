@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from zeptograd import GlobalCounters, Tensor, dtypes
+from zeptograd import Context, GlobalCounters, Tensor, dtypes
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -190,6 +190,78 @@ def test_conv2d_dtypes_and_python_device():
     xi, wi = np.arange(12, dtype=np.int32).reshape(1, 1, 3, 4), np.ones((1, 1, 2, 2), np.int32)
     out = Tensor(xi).conv2d(Tensor(wi))
     assert out.dtype is dtypes.int32 and out.tolist() == [[[[10, 14, 18], [26, 30, 34]]]]
+
+
+# *** Winograd convolution (WINO=1) ***
+
+
+@pytest.mark.parametrize(
+    "xs, ws, kw",
+    [
+        ((8, 64, 56, 56), (64, 64, 3, 3), {"padding": 1}),  # bench/ops.py's ResNet layer
+        ((2, 3, 13, 17), (5, 3, 3, 3), {"padding": 1}),  # sizes that are not whole tiles
+        ((1, 4, 9, 6), (2, 4, 3, 3), {}),
+        ((2, 5, 7, 7), (3, 5, 3, 3), {"padding": (2, 1)}),
+        ((1, 2, 3, 3), (1, 2, 3, 3), {}),  # one output
+        ((2, 6, 10, 10), (4, 6, 3, 3), {"padding": 1, "bias": True}),
+    ],
+)
+def test_winograd_conv2d_matches_the_exact_sum(xs, ws, kw):
+    """With WINO=1 a 3x3 stride-1 float32 convolution is Winograd F(4x4, 3x3): it matches torch's in float64 to
+    1e-5 of the output's scale (F(4x4, 3x3)'s rounding: about 4e-5 for the 64-channel layer whose outputs reach
+    5, against 1e-6 for the direct sum), and it is not the direct sum's single kernel."""
+    kw = dict(kw)
+    x, w = _randn(xs, 31), _randn(ws, 32) / math.sqrt(9 * ws[1])
+    b = _randn((ws[0],), 33) if kw.pop("bias", False) else None
+    want = F.conv2d(
+        torch.tensor(x, dtype=torch.float64),
+        torch.tensor(w, dtype=torch.float64),
+        None if b is None else torch.tensor(b, dtype=torch.float64),
+        **kw,
+    ).numpy()
+    with Context(WINO=1):
+        out = Tensor(x).conv2d(Tensor(w), None if b is None else Tensor(b), **kw)
+        GlobalCounters.reset()
+        got = out.numpy()
+    assert GlobalCounters.kernel_count > 1
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * max(1.0, float(np.abs(want).max())))
+
+
+def test_winograd_leaves_other_convolutions_to_the_direct_sum():
+    """WINO=1 changes only 3x3, stride-1, ungrouped float32 convolutions: the others stay one kernel, exact."""
+    x = _randn((2, 4, 9, 9), 34)
+    cases = [
+        ((4, 4, 3, 3), {"stride": 2}),
+        ((4, 4, 3, 3), {"dilation": 2}),
+        ((4, 2, 3, 3), {"groups": 2}),
+        ((4, 4, 5, 5), {"padding": 2}),
+        ((4, 4, 2, 2), {}),
+    ]
+    for ws, kw in cases:
+        w = _randn(ws, 35)
+        want = F.conv2d(torch.tensor(x), torch.tensor(w), **kw).numpy()
+        with Context(WINO=1):
+            out = Tensor(x).conv2d(Tensor(w), **kw)
+            GlobalCounters.reset()
+            got = out.numpy()
+        assert GlobalCounters.kernel_count == 1, (ws, kw)
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_winograd_conv2d_gradients_match_torch():
+    """The Winograd graph is Tensor ops, so autograd differentiates it: the input's, the weight's and the bias's
+    gradients match torch's direct convolution."""
+    x, w, b = _randn((2, 3, 10, 11), 36), _randn((4, 3, 3, 3), 37) / 5, _randn((4,), 38)
+    g = _randn((2, 4, 10, 11), 39)
+    tx, tw, tb = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (x, w, b))
+    (F.conv2d(tx, tw, tb, padding=1) * torch.tensor(g, dtype=torch.float64)).sum().backward()
+    with Context(WINO=1):
+        zx, zw, zb = (Tensor(v, requires_grad=True) for v in (x, w, b))
+        (zx.conv2d(zw, zb, padding=1) * Tensor(g)).sum().backward()
+        grads = [t.grad.numpy() for t in (zx, zw, zb)]
+    for got, want in zip(grads, (tx.grad, tw.grad, tb.grad)):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
 
 
 # *** conv_transpose2d ***

@@ -94,6 +94,9 @@ BEAM = ContextVar("BEAM", 0)  # n > 0: search kernel plans by timing them, keepi
 THREADS = ContextVar("THREADS", os.cpu_count() or 1)  # how many cores a kernel may use
 TRAINING = ContextVar("TRAINING", 0)  # 1: dropout drops and BatchNorm uses batch statistics (Tensor.training)
 NO_MEMORY_PLANNER = ContextVar("NO_MEMORY_PLANNER", 0)  # 1: every intermediate buffer gets its own allocation
+# 1: 3x3 stride-1 float32 convolutions as Winograd F(4x4, 3x3) (mixin/nn.py): a quarter of the multiplies, about
+# 40x the rounding error of the direct sum (still ~1e-5 of the output's scale); 0 (default): the direct sum
+WINO = ContextVar("WINO", 0)
 # an elementwise value that several kernels read is stored once when recomputing it costs at least this many cheap
 # ops per element (schedule/kernelize.py); 0 stores every shared value
 STORE_COST = ContextVar("STORE_COST", 24)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
-from zeptograd.helpers import ArgumentError
+from zeptograd.helpers import WINO, ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
 from zeptograd.runtime.device import cpu_layouts
 from zeptograd.uop.shape import prod
@@ -125,6 +125,78 @@ CHANNELS_LAST_MIN = 16
 
 def _materialize_padding(x: Any) -> bool:
     return math.prod(x.shape) >= PAD_COPY_MIN and cpu_layouts(x.device)
+
+
+# Winograd F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015), points 0, +-1,
+# +-2 and infinity: a 6x6 tile d of the input gives the 4x4 outputs AT ((G g GT) * (BT d B)) A of the 3x3 filter g
+WINO_TILE = 4
+_WINO_BT = (
+    (4, 0, -5, 0, 1, 0),
+    (0, -4, -4, 1, 1, 0),
+    (0, 4, -4, -1, 1, 0),
+    (0, -2, -1, 2, 1, 0),
+    (0, 2, -1, -2, 1, 0),
+    (0, 4, 0, -5, 0, 1),
+)
+_WINO_G = (
+    (1 / 4, 0, 0),
+    (-1 / 6, -1 / 6, -1 / 6),
+    (-1 / 6, 1 / 6, -1 / 6),
+    (1 / 24, 1 / 12, 1 / 6),
+    (1 / 24, -1 / 12, 1 / 6),
+    (0, 0, 1),
+)
+_WINO_AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
+_wino_matrices: dict[tuple[str, type], tuple[Tensor, Tensor, Tensor]] = {}
+
+
+def _wino_eligible(x: Tensor, w: Tensor, groups: int, stride: tuple, dilation: tuple, dtype: Any) -> bool:
+    """Does WINO=1 compute this convolution as Winograd F(4x4, 3x3): 2-D, a 3x3 kernel, stride and dilation 1,
+    no groups, float32 throughout?"""
+    f32 = dtypes.float32
+    return (
+        bool(WINO.value)
+        and w.shape[2:] == (3, 3)
+        and stride == (1, 1)
+        and dilation == (1, 1)
+        and groups == 1
+        and x.dtype is f32
+        and w.dtype is f32
+        and (dtype is None or tensor_dtype(dtype, "conv2d") is f32)
+    )
+
+
+def _winograd(x: Tensor, w: Tensor, pads: list[tuple[int, int]]) -> Tensor:
+    """conv2d of x (N, C, H, W) with a 3x3 w (K, C, 3, 3) as Winograd F(4x4, 3x3): the padded input cut into
+    overlapping 6x6 tiles 4 apart, each transformed (BT d B, two sums over 6), one matmul over the input channels
+    for each of the 36 transformed positions (a quarter of the direct sum's multiplies), and each tile's 4x4
+    outputs taken back (AT m A). Channels-last in between, so every kernel reads and writes vectors of channels."""
+    m, a = WINO_TILE, WINO_TILE + 2
+    key = (x.device, type(x))
+    if key not in _wino_matrices:
+        # the filter transform G g GT as one 36 x 9 matrix (kron), the output transform AT m A as 16 x 36
+        bt = type(x)(list(_WINO_BT), dtype=dtypes.float32, device=x.device)
+        gk = type(x)([[gi * gj for gi in ri for gj in rj] for ri in _WINO_G for rj in _WINO_G], device=x.device)
+        atk = type(x)([[ai * aj for ai in ri for aj in rj] for ri in _WINO_AT for rj in _WINO_AT], device=x.device)
+        _wino_matrices[key] = (bt.realize(), gk.cast(dtypes.float32).realize(), atk.cast(dtypes.float32).realize())
+    bt, gk, atk = _wino_matrices[key]
+    n, c = x.shape[:2]
+    k = w.shape[0]
+    xp = x.pad(((0, 0), (0, 0), *pads))
+    ho, wo = xp.shape[2] - 2, xp.shape[3] - 2
+    th, tw = -(-ho // m), -(-wo // m)
+    if (th * m, tw * m) != (ho, wo):  # whole tiles: the last ones read zeros past the edge, their extra outputs cut
+        xp = xp.pad(((0, 0), (0, 0), (0, th * m - ho), (0, tw * m - wo)))
+    tiles = _channels_last(xp)._pool((a, a), (m, m), (1, 1))  # (N, C, th, tw, 6, 6)
+    d = tiles.permute(4, 5, 0, 2, 3, 1)  # (p, q, N, th, tw, C)
+    rows = (bt.reshape(a, a, 1, 1, 1, 1, 1) * d).sum(1)  # BT d: (p', q, N, th, tw, C)
+    v = (bt.reshape(1, a, a, 1, 1, 1, 1) * rows.reshape(a, 1, a, n, th, tw, c)).sum(2)  # BT d B: (p', q', ...)
+    g = w.permute(2, 3, 1, 0).reshape(1, 9, c, k)  # (1, 3*3, C, K)
+    u = (gk.reshape(a * a, 9, 1, 1) * g).sum(1).reshape(a, a, 1, 1, 1, c, k)  # G g GT: (p', q', C, K)
+    prods = (v.reshape(a, a, n, th, tw, c, 1) * u).sum(5)  # each position's matmul: (p', q', N, th, tw, K)
+    y = (atk.reshape(m, m, a, a, 1, 1, 1, 1) * prods.reshape(1, 1, a, a, n, th, tw, k)).sum((2, 3))
+    y = y.permute(2, 3, 0, 4, 1, 5).contiguous()  # (N, th, i, tw, j, K): channels-last outputs
+    return y.permute(0, 5, 1, 2, 3, 4).reshape(n, k, th * m, tw * m)[:, :, :ho, :wo]
 
 
 def _channels_last(t: Tensor) -> Tensor:
@@ -291,6 +363,9 @@ class NNMixin:
                     f"(input shape {self.shape})"
                 )
         n = len(kernel)
+        if _wino_eligible(self, weight, groups, stride, dilation, dtype):
+            y = _winograd(self, weight, pads)
+            return y if bias is None else y + bias.reshape(1, cout, 1, 1)
         x = self.pad(((0, 0), (0, 0), *pads))
         if _materialize_padding(x) and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN:
             x = _channels_last(x)
