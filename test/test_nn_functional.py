@@ -228,6 +228,20 @@ def test_winograd_conv2d_matches_the_exact_sum(xs, ws, kw):
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * max(1.0, float(np.abs(want).max())))
 
 
+@pytest.mark.parametrize("kw", [{}, {"padding": 1}, {"stride": 2}, {"padding": (1, 0), "stride": (2, 1)}])
+def test_winograd_serves_conv_transpose2d(kw):
+    """conv_transpose2d is a stride-1 convolution of the (dilated, padded) input with the flipped kernel, so with
+    WINO=1 a 3x3 one is Winograd too (cropping pads included), and matches torch to F(4x4, 3x3)'s rounding."""
+    x, w = _randn((2, 4, 9, 7), 40), _randn((4, 3, 3, 3), 41)
+    want = F.conv_transpose2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), **kw)
+    with Context(WINO=1):
+        out = Tensor(x).conv_transpose2d(Tensor(w), **kw)
+        GlobalCounters.reset()
+        got = out.numpy()
+    assert GlobalCounters.kernel_count > 1
+    np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=2e-5 * max(1.0, float(want.abs().max())))
+
+
 def test_winograd_leaves_other_convolutions_to_the_direct_sum():
     """WINO=1 changes only 3x3, stride-1, ungrouped float32 convolutions: the others stay one kernel, exact."""
     x = _randn((2, 4, 9, 9), 34)

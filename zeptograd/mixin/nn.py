@@ -174,12 +174,19 @@ def _winograd(x: Tensor, w: Tensor, pads: list[tuple[int, int]]) -> Tensor:
     m, a = WINO_TILE, WINO_TILE + 2
     key = (x.device, type(x))
     if key not in _wino_matrices:
-        # the filter transform G g GT as one 36 x 9 matrix (kron), the output transform AT m A as 16 x 36
-        bt = type(x)(list(_WINO_BT), dtype=dtypes.float32, device=x.device)
+        # BT, the filter transform G g GT as one 36 x 9 matrix (kron), the output transform AT m A as 16 x 36; kept
+        # realized, in the shapes they broadcast in below
+        f32 = dtypes.float32
+        bt = type(x)(list(_WINO_BT), dtype=f32, device=x.device).realize()
         gk = type(x)([[gi * gj for gi in ri for gj in rj] for ri in _WINO_G for rj in _WINO_G], device=x.device)
         atk = type(x)([[ai * aj for ai in ri for aj in rj] for ri in _WINO_AT for rj in _WINO_AT], device=x.device)
-        _wino_matrices[key] = (bt.realize(), gk.cast(dtypes.float32).realize(), atk.cast(dtypes.float32).realize())
-    bt, gk, atk = _wino_matrices[key]
+        _wino_matrices[key] = (
+            bt.reshape(a, a, 1, 1, 1, 1, 1),  # BT[p', p] against (p, q, ...)
+            bt.reshape(1, a, a, 1, 1, 1, 1),  # BT[q', q] against (p', 1, q, ...)
+            gk.cast(f32).realize().reshape(a * a, 9, 1, 1),
+            atk.cast(f32).realize().reshape(m, m, a, a, 1, 1, 1, 1),
+        )
+    bt_rows, bt_cols, gk, atk = _wino_matrices[key]
     n, c = x.shape[:2]
     k = w.shape[0]
     xp = x.pad(((0, 0), (0, 0), *pads))
@@ -189,12 +196,12 @@ def _winograd(x: Tensor, w: Tensor, pads: list[tuple[int, int]]) -> Tensor:
         xp = xp.pad(((0, 0), (0, 0), (0, th * m - ho), (0, tw * m - wo)))
     tiles = _channels_last(xp)._pool((a, a), (m, m), (1, 1))  # (N, C, th, tw, 6, 6)
     d = tiles.permute(4, 5, 0, 2, 3, 1)  # (p, q, N, th, tw, C)
-    rows = (bt.reshape(a, a, 1, 1, 1, 1, 1) * d).sum(1)  # BT d: (p', q, N, th, tw, C)
-    v = (bt.reshape(1, a, a, 1, 1, 1, 1) * rows.reshape(a, 1, a, n, th, tw, c)).sum(2)  # BT d B: (p', q', ...)
+    rows = (bt_rows * d).sum(1, keepdim=True)  # BT d: (p', 1, q, N, th, tw, C)
+    v = (bt_cols * rows).sum(2)  # BT d B: (p', q', N, th, tw, C)
     g = w.permute(2, 3, 1, 0).reshape(1, 9, c, k)  # (1, 3*3, C, K)
-    u = (gk.reshape(a * a, 9, 1, 1) * g).sum(1).reshape(a, a, 1, 1, 1, c, k)  # G g GT: (p', q', C, K)
+    u = (gk * g).sum(1).reshape(a, a, 1, 1, 1, c, k)  # G g GT: (p', q', C, K)
     prods = (v.reshape(a, a, n, th, tw, c, 1) * u).sum(5)  # each position's matmul: (p', q', N, th, tw, K)
-    y = (atk.reshape(m, m, a, a, 1, 1, 1, 1) * prods.reshape(1, 1, a, a, n, th, tw, k)).sum((2, 3))
+    y = (atk * prods.reshape(1, 1, a, a, n, th, tw, k)).sum((2, 3))
     y = y.permute(2, 3, 0, 4, 1, 5).contiguous()  # (N, th, i, tw, j, K): channels-last outputs
     return y.permute(0, 5, 1, 2, 3, 4).reshape(n, k, th * m, tw * m)[:, :, :ho, :wo]
 
