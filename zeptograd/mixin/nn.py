@@ -147,10 +147,12 @@ _WINO_G = (
     (0, 0, 1),
 )
 _WINO_AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
-_wino_matrices: dict[tuple[str, type], tuple[Tensor, Tensor, Tensor]] = {}
+_wino_matrices: dict[tuple[str, type], tuple[Tensor, Tensor, Tensor, Tensor]] = {}
 
 
-def _wino_eligible(x: Tensor, w: Tensor, groups: int, stride: tuple, dilation: tuple, dtype: Any) -> bool:
+def _wino_eligible(
+    x: Tensor, w: Tensor, groups: int, stride: tuple, dilation: tuple, dtype: Any, op: str = "conv2d"
+) -> bool:
     """Does WINO=1 compute this convolution as Winograd F(4x4, 3x3): 2-D, a 3x3 kernel, stride and dilation 1,
     no groups, float32 throughout?"""
     f32 = dtypes.float32
@@ -162,7 +164,7 @@ def _wino_eligible(x: Tensor, w: Tensor, groups: int, stride: tuple, dilation: t
         and groups == 1
         and x.dtype is f32
         and w.dtype is f32
-        and (dtype is None or tensor_dtype(dtype, "conv2d") is f32)
+        and (dtype is None or tensor_dtype(dtype, op) is f32)
     )
 
 
@@ -370,7 +372,7 @@ class NNMixin:
                     f"(input shape {self.shape})"
                 )
         n = len(kernel)
-        if _wino_eligible(self, weight, groups, stride, dilation, dtype):
+        if _wino_eligible(self, weight, groups, stride, dilation, dtype, op):
             y = _winograd(self, weight, pads)
             return y if bias is None else y + bias.reshape(1, cout, 1, 1)
         x = self.pad(((0, 0), (0, 0), *pads))
