@@ -372,6 +372,12 @@ ta, tb = Tensor(a).realize(), Tensor(b).realize()
 item = create_schedule([(ta @ tb).uop], ["CPU"])[0][-1]
 opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
 assert Opt(OptOps.UPCAST, 0, 4) in opts and Opt(OptOps.UPCAST, 1, 16) in opts, opts
+# a tile of one vector of n (8 wide) takes the most rows that divide m within 8: 4 for m = 20
+c, d = rng.standard_normal((20, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+tc, td = Tensor(c).realize(), Tensor(d).realize()
+item = create_schedule([(tc.reshape(20, 8, 1) * td.reshape(1, 8, 8)).sum(1).uop], ["CPU"])[0][-1]
+opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
+assert [o.amount for o in opts if o.op is OptOps.UPCAST] == [4, 8], opts
 x = a.copy(); x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
 X = Tensor(x)
 cases = [(X.maximum(Tensor(b)), np.maximum(x, b)), (X.abs().sqrt(), np.sqrt(np.abs(x))), (X.trunc(), np.trunc(x))]

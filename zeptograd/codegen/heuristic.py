@@ -342,7 +342,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         several = an == 2 * vector or (wide is not None and an == wide)  # vectors of n a row: rows of m for them
         # the most rows that divide m within the budget (7 for 14, not 2: a Winograd convolution's tile columns)
         first = rows if several or third is not None else 2 * rows
-        if (am := _divisor(sizes[m], (first, 8, *range(rows - 1, 1, -1)))) is not None:
+        if (am := _divisor(sizes[m], (first, 8, *range(rows, 1, -1)))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, next(i for i, r in enumerate(output_axes(ast)) if r is third), 2))
