@@ -136,16 +136,16 @@ def _transposed_axis(
     store = next(u for u in ast.toposort() if u.op is Ops.STORE)
     if store.src[1].dtype.itemsize != 4 or not outs or _stride(out_index, outs[-1]) != 1:
         return None
-    lanes = next((w for w in (lanes, lanes // 2) if w >= 4 and outs[-1].src[0].arg % w == 0), 0)
-    if not lanes:
+    side = next((w for w in (lanes, lanes // 2) if w >= 4 and outs[-1].src[0].arg % w == 0), None)
+    if side is None:
         return None
     for x in reads:
         if _stride(x.address, outs[-1]) in (0, 1, 2):
             continue
         for t, r in enumerate(outs[:-1]):
-            size, padded = r.src[0].arg, -(-r.src[0].arg // lanes) * lanes
-            if _stride(x.address, r) == 1 and size >= lanes and padded * 4 <= size * 5:
-                return t, padded, lanes
+            size, padded = r.src[0].arg, -(-r.src[0].arg // side) * side
+            if _stride(x.address, r) == 1 and size >= side and padded * 4 <= size * 5:
+                return t, padded, side
     return None
 
 

@@ -150,9 +150,12 @@ _WINO_AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1,
 _wino_matrices: dict[tuple[str, type], tuple[Tensor, Tensor, Tensor, Tensor]] = {}
 
 
-def _wino_eligible(
-    x: Tensor, w: Tensor, groups: int, stride: tuple, dilation: tuple, dtype: Any, op: str = "conv2d"
-) -> bool:
+def _kron(m: tuple[tuple[float, ...], ...]) -> list[list[float]]:
+    """The Kronecker product of a matrix with itself: a transform applied along both axes of a tile at once."""
+    return [[a * b for a in ra for b in rb] for ra in m for rb in m]
+
+
+def _wino_eligible(x: Tensor, w: Tensor, groups: int, stride: tuple, dilation: tuple, dtype: Any, op: str) -> bool:
     """Does WINO=1 compute this convolution as Winograd F(4x4, 3x3): 2-D, a 3x3 kernel, stride and dilation 1,
     no groups, float32 throughout?"""
     f32 = dtypes.float32
@@ -178,15 +181,15 @@ def _winograd(x: Tensor, w: Tensor, pads: list[tuple[int, int]]) -> Tensor:
     if key not in _wino_matrices:
         # BT, the filter transform G g GT as one 36 x 9 matrix (kron), the output transform AT m A as 16 x 36; kept
         # realized, in the shapes they broadcast in below
-        f32 = dtypes.float32
-        bt = type(x)(list(_WINO_BT), dtype=f32, device=x.device).realize()
-        gk = type(x)([[gi * gj for gi in ri for gj in rj] for ri in _WINO_G for rj in _WINO_G], device=x.device)
-        atk = type(x)([[ai * aj for ai in ri for aj in rj] for ri in _WINO_AT for rj in _WINO_AT], device=x.device)
+        bt, gk, atk = (
+            type(x)(rows, dtype=dtypes.float32, device=x.device).realize()
+            for rows in (list(_WINO_BT), _kron(_WINO_G), _kron(_WINO_AT))
+        )
         _wino_matrices[key] = (
             bt.reshape(a, a, 1, 1, 1, 1, 1),  # BT[p', p] against (p, q, ...)
             bt.reshape(1, a, a, 1, 1, 1, 1),  # BT[q', q] against (p', 1, q, ...)
-            gk.cast(f32).realize().reshape(a * a, 9, 1, 1),
-            atk.cast(f32).realize().reshape(m, m, a, a, 1, 1, 1, 1),
+            gk.reshape(a * a, 9, 1, 1),
+            atk.reshape(m, m, a, a, 1, 1, 1, 1),
         )
     bt_rows, bt_cols, gk, atk = _wino_matrices[key]
     n, c = x.shape[:2]
