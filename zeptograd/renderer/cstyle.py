@@ -326,8 +326,8 @@ class CRenderer:
             counters[prefix] = counters.get(prefix, 0) + 1
             return f"{prefix}{counters[prefix] - 1}"
 
-        def emit(line: str) -> None:
-            lines.append("  " * depth + line)
+        def emit(text: str) -> None:
+            lines.extend("  " * depth + line for line in text.split("\n"))
 
         uses: dict[UOp, int] = {}
         for u in uops:

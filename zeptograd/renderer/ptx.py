@@ -145,6 +145,7 @@ class PTXRenderer:
     local_size = 256
     tensor_cores = (MMA_M16N8K16_F16,)
     fragment_load_lanes = 8  # a WMMA operand in one 16-byte load where it is contiguous and aligned
+    packs_narrow_values = True
 
     def __init__(self, arch: str = "sm_80") -> None:
         self.arch = arch
