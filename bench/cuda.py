@@ -13,8 +13,9 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
    a block), and with the heuristic's plan on the PTX and TRITON devices; with --experiments also under edits of
    its CUDA C (the k loop unrolled, the other choice of a minimum of blocks an SM): leads for the renderer.
 3. first call   a kernel never seen before (a fresh constant) on CUDA and on PTX: the whole first call, then its
-                phases one by one (schedule, codegen, NVRTC, module load, launch, copy back), and NVRTC to PTX
-                with the driver's JIT instead of NVRTC's CUBIN; NVRTC's compile of a tiny kernel alone.
+                phases one by one (schedule, codegen, NVRTC's quick build, module load, launch, copy back), NVRTC to
+                PTX with the driver's JIT instead of NVRTC's CUBIN, and the optimized build that replaces the quick
+                one (ops_cuda.TieredKernel); NVRTC's compile of a tiny kernel alone.
 
 A kernel is timed by launching it back to back on the default stream and waiting for the GPU once at the end:
 the median of 5 such batches, each at least 0.2 s or 3 launches.
@@ -26,6 +27,7 @@ import argparse
 import ctypes
 import dataclasses
 import functools
+import re
 import statistics
 import sys
 import time
@@ -47,11 +49,13 @@ from zeptograd.runtime.ops_cuda import compile_cuda
 from zeptograd.schedule.kernelize import create_schedule
 
 # the sweep's tiles: WMMA blocks a warp along m and n, warps a block along m and n
-SWEEP_TILES = ((2, 16, 2, 2), (2, 8, 2, 2), (4, 4, 2, 2), (2, 4, 2, 2), (2, 4, 4, 2))
+SWEEP_TILES = ((2, 8, 2, 4), (2, 8, 2, 2), (2, 8, 4, 2), (4, 4, 2, 4), (4, 4, 2, 2), (2, 16, 2, 2))
 
 
 def batch_time(launch: Callable[[], Any], sync: Callable[[], Any], min_s: float = 0.2) -> float:
-    """Seconds per launch: the median of 5 batches of back-to-back launches, the GPU waited for after each batch."""
+    """Seconds per launch: the median of 5 batches of back-to-back launches, the GPU waited for after each batch.
+    Kernels are timed in their optimized build (ops_cuda.TieredKernel): the background builds are waited for."""
+    ops_cuda.wait_for_compiles()
     launch()
     sync()
     t0 = time.perf_counter()
@@ -91,26 +95,33 @@ def _run_all(steps: list[tuple[Callable[[Any], None], list[Any]]]) -> None:
         run(bufs)
 
 
-# experiments on the CUDA C of a tile's kernel (not plans zeptograd makes): the k loop unrolled by nvcc, and the
-# other choice of register budget (the renderer asks for 4 blocks an SM in tiles of at most 16 WMMAs, none above)
-EXPERIMENT_TILES = ((2, 8, 2, 2), (4, 4, 2, 2), (2, 16, 2, 2), (4, 8, 2, 2))
+# experiments on the CUDA C of a tile's kernel (not plans zeptograd makes): the k loop unrolled otherwise than the
+# renderer's `#pragma unroll` (TC_UNROLL), and the other choice of register budget (the renderer asks for 512
+# threads an SM in tiles of at most 16 WMMAs, none above)
+EXPERIMENT_TILES = ((2, 8, 2, 4), (4, 4, 2, 4), (2, 16, 2, 2), (4, 8, 2, 2))
 
 
-def _unrolled(src: str, threads: int) -> str:
-    return src.replace("  for (int ridx", "  #pragma unroll 2\n  for (int ridx", 1)
+def _unrolled(times: int) -> Callable[[str, int], str]:
+    def edit(src: str, threads: int) -> str:
+        return re.sub(r"#pragma unroll \d+", f"#pragma unroll {times}", src)
+
+    return edit
 
 
 def _other_minimum(src: str, threads: int) -> str:
-    """4 blocks an SM where the renderer asked for no minimum, no minimum where it asked for one."""
-    plain, four = f"__launch_bounds__({threads})", f"__launch_bounds__({threads}, 4)"
-    return src.replace(four, plain) if four in src else src.replace(plain, four)
+    """A minimum of blocks an SM where the renderer asked for none, none where it asked for one."""
+    plain = f"__launch_bounds__({threads})"
+    if plain in src:
+        return src.replace(plain, f"__launch_bounds__({threads}, {max(1, 512 // threads)})")
+    return re.sub(rf"__launch_bounds__\({threads}, \d+\)", plain, src)
 
 
 SOURCE_VARIANTS: dict[str, Callable[[str, int], str]] = {
     "as rendered": lambda src, threads: src,
-    "unroll 2": _unrolled,
+    "not unrolled": _unrolled(1),
+    "unroll 2": _unrolled(2),
+    "unroll 8": _unrolled(8),
     "other minimum": _other_minimum,
-    "unroll 2, other min": lambda src, threads: _other_minimum(_unrolled(src, threads), threads),
 }
 
 
@@ -202,7 +213,7 @@ def first_call(device: str, rng: np.random.Generator) -> tuple[float, str]:
     program = get_program(item.ast, dev.renderer)
     t.append(time.perf_counter())
     if device == "CUDA":
-        compile_cuda(program.src, dev.arch, program.name)
+        compile_cuda(program.src, dev.arch, program.name, quick=True)  # the first build (ops_cuda.TieredKernel)
     t.append(time.perf_counter())
     run = dev.runner(program)
     t.append(time.perf_counter())
@@ -224,6 +235,9 @@ def first_call(device: str, rng: np.random.Generator) -> tuple[float, str]:
         dev.driver.check(dev.driver.lib.cuModuleLoadData(ctypes.byref(module), ptx.encode()), "load PTX")
         t2 = time.perf_counter()
         phases += f"; NVRTC to PTX {(t1 - t0) * 1e3:.1f} + driver JIT {(t2 - t1) * 1e3:.1f}"
+        t0 = time.perf_counter()
+        compile_cuda(src, dev.arch, program.name)
+        phases += f"; the optimized build (background) {(time.perf_counter() - t0) * 1e3:.1f}"
     return total, phases
 
 

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -425,3 +426,78 @@ def test_an_nvrtc_without_the_compile_time_options_still_compiles(monkeypatch: p
     monkeypatch.setattr(ops_cuda, "FAST_OPTIONS", ("--no-such-nvrtc-option",))
     src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] *= 3.0f; }'
     assert compile_cuda(src, "sm_90").cubin[:4] == b"\x7fELF"
+
+
+def test_a_tiered_kernel_launches_its_quick_build_until_the_optimized_one_is_ready() -> None:
+    gate = threading.Event()
+    optimized = ops_cuda._background.submit(lambda: b"optimized" if gate.wait(10) else b"timed out")
+    loaded: list[bytes] = []
+
+    def load(cubin: bytes) -> str:
+        loaded.append(cubin)
+        return f"function of {cubin.decode()}"
+
+    kernel = ops_cuda.TieredKernel("quick function", optimized, load)
+    assert kernel.current() == "quick function" and not loaded  # the optimized build is still compiling
+    gate.set()
+    ops_cuda.wait_for_compiles()
+    assert kernel.current() == "function of optimized"
+    assert kernel.current() == "function of optimized" and loaded == [b"optimized"]  # loaded once
+
+
+def test_an_optimized_build_that_fails_raises_at_the_next_launch() -> None:
+    def rejected() -> bytes:
+        raise ops_cuda.CUDACompileError("NVRTC rejected k.cu")
+
+    kernel = ops_cuda.TieredKernel("quick function", ops_cuda._background.submit(rejected), lambda cubin: cubin)
+    ops_cuda.wait_for_compiles()
+    with pytest.raises(ops_cuda.CUDACompileError, match="rejected k.cu"):
+        kernel.current()
+
+
+@needs_nvrtc
+def test_the_quick_build_is_a_compile_of_its_own_and_the_optimized_one_goes_to_the_disk_cache(tmp_path: Path) -> None:
+    src = f'extern "C" __global__ void k(float* a) {{ a[threadIdx.x] = expf(a[threadIdx.x]) * {os.getpid()}.0f; }}'
+    quick, optimized = compile_cuda(src, "sm_90", quick=True), compile_cuda(src, "sm_90")
+    assert quick is not optimized and quick.cubin[:4] == optimized.cubin[:4] == b"\x7fELF"
+    assert ops_cuda._compile_to_cache(src, "sm_90", "k", tmp_path / "k.cubin") == optimized.cubin
+    assert (tmp_path / "k.cubin").read_bytes() == optimized.cubin
+
+
+@needs_gpu
+def test_a_new_kernel_computes_the_same_in_its_quick_and_its_optimized_build() -> None:
+    a = RNG.standard_normal((300, 700)).astype(np.float32)
+    k = 1.0 + int.from_bytes(os.urandom(3), "little") / 2**24  # a fresh constant: a kernel no cache has seen
+    x = cuda(a)
+    quick = ((x * k + 1).exp() * k).sum(1).numpy()
+    program, _ = _cuda_programs()[-1]  # the kernel just compiled
+    assert Device["CUDA"].function(program.src, program.name).pending is not None  # still the quick build
+    ops_cuda.wait_for_compiles()
+    optimized = ((x * k + 1).exp() * k).sum(1).numpy()
+    assert Device["CUDA"].function(program.src, program.name).pending is None
+    np.testing.assert_array_equal(quick, optimized)
+    np.testing.assert_allclose(optimized, (np.exp(a.astype(np.float64) * k + 1) * k).sum(1), rtol=1e-5)
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype, lanes", [(np.float16, 2), (np.uint8, 4), (np.int16, 2), (np.float32, 1)])
+def test_threads_of_narrow_elementwise_kernels_take_four_bytes(emulated: Any, dtype: Any, lanes: int) -> None:
+    # the heuristic's UPCAST for 1- and 2-byte values (an fp16 copy into fragment order 57 -> 39 us on an H100):
+    # the plan, and what the kernel computes (odd sizes too: an UPCAST that does not divide is not taken)
+    for n in (4096, 4094, 4093):
+        a = (RNG.standard_normal(n) * 20).astype(dtype)
+        b = (RNG.standard_normal(n) * 20).astype(dtype)
+        np.testing.assert_array_equal((cuda(a) + cuda(b)).numpy(), a + b)
+        program, _ = _cuda_programs()[-1]
+        upcast = [o.amount for o in program.opts if o.op.name == "UPCAST"]
+        assert upcast == ([lanes] if lanes > 1 and n % lanes == 0 else []), (n, program.opts)
+
+
+def test_a_tensor_core_kernels_k_loop_is_unrolled_by_nvcc() -> None:
+    a, b = Tensor.empty(256, 256, dtype=dtypes.float16), Tensor.empty(256, 256, dtype=dtypes.float16)
+    items, _ = create_schedule([(a @ b).cast(dtypes.float32).uop], ["CPU"])
+    programs = [get_program(it.ast, CUDARenderer()) for it in items if it.ast is not None]
+    (tc,) = [p for p in programs if "mma.sync" in p.src]
+    assert re.search(r"#pragma unroll 4\n\s*for \(int ridx", tc.src), tc.src
+    plain = kernels(Tensor.empty(64, 64).sum(1))[0]
+    assert "#pragma" not in plain and "for (int ridx" in plain  # only tensor-core kernels

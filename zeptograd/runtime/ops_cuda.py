@@ -26,15 +26,19 @@ to check that every kernel zeptograd renders is accepted.
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import ctypes.util
+import functools
 import hashlib
 import importlib.util
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -154,20 +158,33 @@ class CompiledCUDA:
     log: str
 
 
-_compiled: dict[tuple[str, str], CompiledCUDA] = {}
+_compiled: dict[tuple[str, str, bool], CompiledCUDA] = {}
 # --fmad=false: a*b+c is fused only where the program has a MULACC, as on the CPU and LLVM devices
 COMPILE_OPTIONS = ("--fmad=false",)
 # for compile time, which is most of a new kernel's first call (an NVRTC that lacks one compiles without them):
 # --minimal reads none of CUDA's headers that a kernel does not include itself (a rendered kernel uses builtins and
-# cuda_fp16.h, which it includes): a tiny kernel 26 -> 22 ms. (--Ofast-compile=min took another 8 ms off the first
-# call's kernel, but an fp16 matmul ran at 152 TFLOP/s instead of 219 on an H100)
+# cuda_fp16.h, which it includes): a tiny kernel 26 -> 22 ms.
 FAST_OPTIONS = ("--minimal",)
+# --Ofast-compile=mid skips optimizations that cost compile time: bench/cuda.py's first-call kernel's NVRTC 45 ->
+# 30 ms on an H100 (NVRTC 13.0). Only for a kernel's first build (TieredKernel): the kernels it builds can be much
+# slower (a sum 2839 -> 946 GB/s, softmax 215 -> 396 us, the fragment-order copy 57 -> 137 us)
+QUICK_OPTIONS = ("--Ofast-compile=mid",)
 _NVRTC_INVALID_OPTION = 5
 
 
-def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel") -> CompiledCUDA:
-    """Compile CUDA C `src` with NVRTC for `arch` (`sm_80`, `sm_90`: PTX and CUBIN; `compute_90`: PTX only).
-    Needs NVRTC, not a GPU. Raises CUDACompileError with NVRTC's log when it rejects the source.
+def speed_options(quick: bool = False) -> tuple[str, ...]:
+    """NVRTC's options for compile time: FAST_OPTIONS, and QUICK_OPTIONS for a quick first build.
+
+    >>> speed_options(quick=True) == (*FAST_OPTIONS, *QUICK_OPTIONS)
+    True
+    """
+    return (*FAST_OPTIONS, *(QUICK_OPTIONS if quick else ()))
+
+
+def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel", quick: bool = False) -> CompiledCUDA:
+    """Compile CUDA C `src` with NVRTC for `arch` (`sm_80`, `sm_90`: PTX and CUBIN; `compute_90`: PTX only), with
+    every optimization or, `quick`, sooner (QUICK_OPTIONS). Needs NVRTC, not a GPU. Raises CUDACompileError with
+    NVRTC's log when it rejects the source.
 
     >>> if nvrtc_problem() is None:
     ...     print(".target sm_90" in compile_cuda('extern "C" __global__ void k() {}', "sm_90").ptx)
@@ -175,7 +192,7 @@ def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel") -> Compile
     ...     print(True)
     True
     """
-    if (hit := _compiled.get((src, arch))) is not None:
+    if (hit := _compiled.get((src, arch, quick))) is not None:
         return hit
     nv = _load_nvrtc()
     lib = nv.lib
@@ -183,11 +200,14 @@ def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel") -> Compile
     file = f"{name}_{hashlib.sha256(src.encode()).hexdigest()[:12]}.cu".encode()
     prog = ctypes.c_void_p()
     base = [f"--gpu-architecture={arch}", *COMPILE_OPTIONS, *(f"-I{d}" for d in nv.include)]
-    for options in ([*base, *FAST_OPTIONS], base) if FAST_OPTIONS else (base,):
+    # the compile-time options first, then fewer of them where this NVRTC rejects one
+    optional = speed_options(quick)
+    for n in range(len(optional), -1, -1):
+        options = [*base, *optional[:n]]
         _nvrtc_check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), file, 0, None, None), "create")
         argv = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
         status = lib.nvrtcCompileProgram(prog, len(options), argv)
-        if status != _NVRTC_INVALID_OPTION or options is base:
+        if status != _NVRTC_INVALID_OPTION or n == 0:
             break
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
     try:
@@ -210,7 +230,7 @@ def compile_cuda(src: str, arch: str = "sm_90", name: str = "kernel") -> Compile
             cubin = cubin_buf.raw[: size.value]
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
-    out = _compiled[(src, arch)] = CompiledCUDA(ptx_buf.value.decode(), cubin, log)
+    out = _compiled[(src, arch, quick)] = CompiledCUDA(ptx_buf.value.decode(), cubin, log)
     return out
 
 
@@ -361,6 +381,52 @@ def launch_dims(program: ProgramSpec) -> tuple[tuple[int, int, int], tuple[int, 
     return (grid[0], grid[1], grid[2]), (block[0], block[1], block[2])
 
 
+# the builds with every optimization, one at a time (NVRTC releases the GIL: the program goes on meanwhile)
+_background = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="zg-nvrtc")
+
+
+def _compile_to_cache(src: str, arch: str, name: str, path: Path) -> bytes:
+    """The CUBIN of `src` with every optimization, written to the disk cache at `path` as well."""
+    cubin = compile_cuda(src, arch, name).cubin
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(cubin)
+        tmp.replace(path)  # atomic: a concurrent reader sees the whole file or none
+    except OSError:
+        pass  # a read-only cache folder only costs the next run a compile
+    return cubin
+
+
+def wait_for_compiles() -> None:
+    """Wait until every background build (TieredKernel) has finished: a benchmark times the optimized kernels."""
+    _background.submit(lambda: None).result()  # one worker: the builds submitted before are done
+
+
+class TieredKernel:
+    """A loaded kernel, `fn`, built in two tiers: a new kernel's first launch waits on NVRTC, so it gets a quick
+    build (QUICK_OPTIONS: bench/cuda.py's first call 57-63 -> 43-45 ms on an H100) while the build with every
+    optimization compiles in the background (`pending`); the first launch after that one is ready loads it and
+    launches it from then on. Both compute the same thing: the options change how hard NVRTC optimizes, not what
+    the IR says (no FMA it did not ask for in either).
+
+    >>> TieredKernel("fn").current()
+    'fn'
+    """
+
+    __slots__ = ("fn", "pending", "load")
+
+    def __init__(self, fn: Any, pending: concurrent.futures.Future | None = None, load: Callable | None = None):
+        self.fn, self.pending, self.load = fn, pending, load
+
+    def current(self) -> Any:
+        """The function to launch now: the optimized build once it is ready (a failed build raises here)."""
+        if self.pending is not None and self.pending.done():
+            assert self.load is not None
+            self.fn, self.pending = self.load(self.pending.result()), None
+        return self.fn
+
+
 class CUDADevice:
     """Runs kernels rendered as CUDA C on GPU 0, compiled by NVRTC for its architecture."""
 
@@ -372,44 +438,40 @@ class CUDADevice:
         self.arch = self.driver.arch
         self.renderer: CUDARenderer | PTXRenderer = CUDARenderer()
         self.allocator = CUDAAllocator(self.driver)
-        self._functions: dict[tuple[str, str], ctypes.c_void_p] = {}
+        self._functions: dict[tuple[str, str], TieredKernel] = {}
         self._modules: list[ctypes.c_void_p] = []  # kept loaded for the session (their functions are cached)
 
-    def function(self, src: str, name: str) -> ctypes.c_void_p:
-        """The kernel `name` of CUDA C `src`, compiled and loaded (once per source)."""
-        if (fn := self._functions.get((src, name))) is not None:
-            return fn
-        cubin = self._cubin(src, name)
+    def function(self, src: str, name: str) -> TieredKernel:
+        """The kernel `name` of CUDA C `src`, loaded (once per source): the CUBIN a run before compiled, from the
+        disk cache (keyed by the source, the arch and the NVRTC that compiles it); else a quick build now and the
+        one with every optimization in the background (TieredKernel), which is written to the cache."""
+        if (kernel := self._functions.get((src, name))) is not None:
+            return kernel
+        nv = _load_nvrtc()
+        options = (*COMPILE_OPTIONS, *speed_options())
+        key = hashlib.sha256(f"{nv.path} {nv.version} {self.arch} {options}\n{src}".encode()).hexdigest()
+        path = cache_dir() / f"cuda-{key}.cubin"
+        load = functools.partial(self._load, name=name)
+        try:
+            kernel = TieredKernel(load(path.read_bytes()))
+        except OSError:
+            if QUICK_OPTIONS:
+                full = _background.submit(_compile_to_cache, src, self.arch, name, path)
+                kernel = TieredKernel(load(compile_cuda(src, self.arch, name, quick=True).cubin), full, load)
+            else:
+                kernel = TieredKernel(load(_compile_to_cache(src, self.arch, name, path)))
+        self._functions[(src, name)] = kernel
+        return kernel
+
+    def _load(self, cubin: bytes, name: str) -> ctypes.c_void_p:
         module, fn = ctypes.c_void_p(), ctypes.c_void_p()
         self.driver.check(self.driver.lib.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
         self.driver.check(self.driver.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), name)
         self._modules.append(module)
-        self._functions[(src, name)] = fn
         return fn
 
-    def _cubin(self, src: str, name: str) -> bytes:
-        """The CUBIN of `src` for this GPU: from the disk cache (keyed by the source, the arch and the NVRTC that
-        compiles it), else compiled by NVRTC and written there (a rerun of a program skips NVRTC)."""
-        nv = _load_nvrtc()
-        options = (*COMPILE_OPTIONS, *FAST_OPTIONS)
-        key = hashlib.sha256(f"{nv.path} {nv.version} {self.arch} {options}\n{src}".encode()).hexdigest()
-        path = cache_dir() / f"cuda-{key}.cubin"
-        try:
-            return path.read_bytes()
-        except OSError:
-            pass
-        cubin = compile_cuda(src, self.arch, name).cubin
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(cubin)
-            tmp.replace(path)  # atomic: a concurrent reader sees the whole file or none
-        except OSError:
-            pass  # a read-only cache folder only costs the next run a compile
-        return cubin
-
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
-        fn = self.function(program.src, program.name)
+        kernel = self.function(program.src, program.name)
         # the kernel's parameters are the buffers it uses, in DEFINE_GLOBAL order: a buffer of the schedule item that
         # the kernel no longer reads has no parameter
         used = sorted(u.arg for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
@@ -423,7 +485,7 @@ class CUDADevice:
             # cuLaunchKernel takes a pointer to each argument's value; it copies them before returning
             values = [ctypes.c_uint64(bufs[i].address) for i in used]
             params = (ctypes.c_void_p * max(len(used), 1))(*[ctypes.addressof(v) for v in values])
-            check(lib.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, 0, None, params, None), f"launch {name}")
+            check(lib.cuLaunchKernel(kernel.current(), gx, gy, gz, bx, by, bz, 0, None, params, None), f"launch {name}")
             if DEBUG.value >= 2:  # DEBUG=2 prints each kernel's time: wait for it (launches are asynchronous)
                 check(lib.cuCtxSynchronize(), f"run {name}")
 
@@ -458,10 +520,10 @@ class PTXDevice(CUDADevice):
         self._functions = {}
         self._modules = []
 
-    def function(self, src: str, name: str) -> ctypes.c_void_p:
+    def function(self, src: str, name: str) -> TieredKernel:
         """The kernel `name` of PTX `src`, JIT-compiled by the driver and loaded (once per source)."""
-        if (fn := self._functions.get((src, name))) is not None:
-            return fn
+        if (kernel := self._functions.get((src, name))) is not None:
+            return kernel
         module, fn = ctypes.c_void_p(), ctypes.c_void_p()
         log = ctypes.create_string_buffer(16384)
         options = (ctypes.c_int * 2)(_JIT_ERROR_LOG_BUFFER, _JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
@@ -476,8 +538,8 @@ class PTXDevice(CUDADevice):
                 raise CUDACompileError(f"the driver's JIT rejected the PTX of {name}: {e}\n{text}\n{src}") from e
         self.driver.check(self.driver.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), name)
         self._modules.append(module)
-        self._functions[(src, name)] = fn
-        return fn
+        kernel = self._functions[(src, name)] = TieredKernel(fn)
+        return kernel
 
 
 def driver_problem() -> str | None:

@@ -29,7 +29,7 @@ from zeptograd.renderer.triton import TritonRenderer, block_size, signature
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS
 from zeptograd.runtime.ops_cpu import cache_dir
-from zeptograd.runtime.ops_cuda import CUDAAllocator, CUDADevice, CUDAError, _Driver, driver_problem
+from zeptograd.runtime.ops_cuda import CUDAAllocator, CUDADevice, CUDAError, TieredKernel, _Driver, driver_problem
 from zeptograd.uop.ops import Ops
 
 
@@ -132,14 +132,9 @@ class TritonDevice(CUDADevice):
 
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
         key, kernel = self.kernel(program)
-        fn = self._functions.get((key, program.name))
-        if fn is None:
-            module, fn = ctypes.c_void_p(), ctypes.c_void_p()
-            lib, check = self.driver.lib, self.driver.check
-            check(lib.cuModuleLoadData(ctypes.byref(module), kernel.cubin), "cuModuleLoadData")
-            check(lib.cuModuleGetFunction(ctypes.byref(fn), module, kernel.name.encode()), kernel.name)
-            self._modules.append(module)
-            self._functions[(key, program.name)] = fn
+        if (loaded := self._functions.get((key, program.name))) is None:
+            loaded = self._functions[(key, program.name)] = TieredKernel(self._load(kernel.cubin, kernel.name))
+        fn = loaded.fn  # Triton's own build only: nothing pending
         used = sorted(u.arg for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
         total = tuple(program.launch_global) + (1,) * (3 - len(program.launch_global))
         local = tuple(program.launch_local) + (1,) * (3 - len(program.launch_local))
