@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
@@ -173,7 +174,7 @@ def test_tc_refusals() -> None:
 # *** operands copied into fragment order (functional.py), loaded a fragment at a time (devectorizer.fragment) ***
 
 
-def fragment_stored(x: np.ndarray, a_side: bool) -> tuple[Tensor, Tensor]:
+def fragment_stored(x: np.ndarray | Tensor, a_side: bool) -> tuple[Tensor, Tensor]:
     """`x` copied into the m16n8k16 fragment order as an A (else a B) operand: the stored copy, realized in the
     host's memory, and the view of it that reads back as `x` (what matmul on a tensor-core device makes)."""
     tc = MMA_M16N8K16_F16
@@ -182,7 +183,7 @@ def fragment_stored(x: np.ndarray, a_side: bool) -> tuple[Tensor, Tensor]:
     assert order is not None
     split, perm = fragment_permutation(x.shape, (bm, bk) if a_side else (bk, bn), order, a_side)
     inverse = tuple(perm.index(i) for i in range(len(perm)))
-    stored = host(x).reshape(*split).permute(*perm).contiguous().realize()
+    stored = (x if isinstance(x, Tensor) else host(x)).reshape(*split).permute(*perm).contiguous().realize()
     return stored, stored.permute(*inverse).reshape(x.shape)
 
 
@@ -328,3 +329,101 @@ def test_fp16_matmul_of_a_transposed_view_on_gpu(device: str) -> None:
     a, w = half(512, 256), half(384, 256)
     got = (Tensor(a, device=device) @ Tensor(w, device=device).T).numpy().astype(np.float64)
     np.testing.assert_allclose(got, a.astype(np.float64) @ w.T.astype(np.float64), rtol=4e-3, atol=4e-2)
+
+
+# ---- bfloat16 tensor cores: mma.sync with `.bf16` operands, which the IR carries as their 16-bit patterns ----
+
+
+def bf16(*shape: int) -> tuple[np.ndarray, np.ndarray]:
+    """float32 values and those values rounded to bfloat16 (torch's conversion, the oracle's), as float64."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    return x, torch.from_numpy(x).bfloat16().double().numpy()
+
+
+BF16_PLANS = [
+    [Opt(TC, 0, 1)],
+    [Opt(TC, 1, 1)],
+    [Opt(TC, 0, 1), Opt(UPCAST, 1, 2), Opt(UPCAST, 0, 2), Opt(LOCAL, 0, 2)],
+    None,  # the CUDA heuristic's plan
+]
+
+
+@pytest.mark.parametrize("plan", BF16_PLANS, ids=lambda p: "heuristic" if p is None else "-".join(map(str, p)))
+@pytest.mark.parametrize("out_dtype", [dtypes.float32, dtypes.bfloat16], ids=lambda d: d.name)
+def test_bfloat16_tc_plans_match_numpy(plan: list[Opt] | None, out_dtype) -> None:
+    (a, a64), (b, b64) = bf16(64, 48), bf16(48, 32)
+    x, y = Tensor(a, dtype="bfloat16", device="CPU"), Tensor(b, dtype="bfloat16", device="CPU")
+    got, opts = emulated(x.matmul(y, dtype=out_dtype), plan)
+    assert opts[0] == Opt(TC, opts[0].axis, 1), opts  # the bfloat16 tensor core
+    want = a64 @ b64  # exact products summed: what the tensor core computes, up to float32 sums
+    if out_dtype is dtypes.bfloat16:  # rounded once at the end, as torch rounds; the buffer holds the bits
+        got = (got.astype(np.uint32) << 16).view(np.float32)
+        want = torch.from_numpy(want).bfloat16().double().numpy()
+        np.testing.assert_allclose(got, want, rtol=2**-7, atol=1e-2)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bfloat16_matmul_products_are_exact_on_every_device() -> None:
+    # a bfloat16 product is exact in float32 and summed there (as torch and a tensor core compute it), not rounded to
+    # bfloat16 before the sum: the result is the float64 sum rounded once, bit for bit here where no sum rounds
+    a = np.array([[1 + 2**-7, 1 + 2**-7]], np.float32)  # exactly representable in bfloat16
+    b = np.array([[1 + 2**-7], [-1.0]], np.float32)
+    got = (Tensor(a, dtype="bfloat16") @ Tensor(b, dtype="bfloat16")).float().numpy()
+    # (1 + 2**-7)**2 - (1 + 2**-7) = 2**-7 + 2**-14; rounding the product first would give 2**-7
+    assert got[0, 0] == np.float32(2**-7 + 2**-14)
+
+
+def _bf16_tc_kernels() -> list:
+    (a, _), (b, _) = bf16(64, 64), bf16(64, 32)
+    x, y = Tensor(a, dtype="bfloat16", device="CPU"), Tensor(b, dtype="bfloat16", device="CPU")
+    return [item_of(x.matmul(y, dtype=dtypes.float32)), item_of(x @ y)]
+
+
+@pytest.mark.skipif(nvrtc_problem() is not None, reason="NVRTC is not installed (pip install -e '.[cuda]')")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_cuda_c_with_bfloat16_tensor_cores_compiles(arch: str) -> None:
+    for item in _bf16_tc_kernels():
+        program = get_program(item.ast, CUDARenderer())
+        assert program.opts[0] == Opt(TC, program.opts[0].axis, 1), program.opts
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in program.src
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in compile_cuda(program.src, arch).ptx
+
+
+@needs_ptxas
+def test_ptx_with_bfloat16_tensor_cores_assembles(tmp_path: Path) -> None:
+    srcs = [get_program(item.ast, PTXRenderer()).src for item in _bf16_tc_kernels()]
+    assert all("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src for src in srcs)
+    assembled(srcs, tmp_path)
+
+
+def test_ptx_bfloat16_plan_runs_in_emulation() -> None:
+    (a, a64), (b, b64) = bf16(32, 32), bf16(32, 16)
+    x, y = Tensor(a, dtype="bfloat16", device="CPU"), Tensor(b, dtype="bfloat16", device="CPU")
+    got, opts = emulated(x.matmul(y, dtype=dtypes.float32), None, PTXRenderer())
+    assert opts[0].op is TC and opts[0].amount == 1
+    np.testing.assert_allclose(got, a64 @ b64, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["CUDA", "PTX"])
+@pytest.mark.parametrize("shape", [(64, 32, 48), (256, 512, 128), (2, 256, 256, 256)], ids=str)
+def test_bfloat16_matmul_on_gpu(device: str, shape: tuple[int, ...]) -> None:
+    if not Device.usable(device):
+        pytest.skip(f"no usable {device} device here")
+    *batch, m, n, k = shape
+    (a, a64), (b, b64) = bf16(*batch, m, k), bf16(*batch, k, n)
+    x, y = Tensor(a, dtype="bfloat16", device=device), Tensor(b, dtype="bfloat16", device=device)
+    np.testing.assert_allclose(x.matmul(y, dtype=dtypes.float32).numpy(), a64 @ b64, rtol=1e-4, atol=1e-4)
+    want = torch.from_numpy(a64 @ b64).bfloat16().double().numpy()
+    np.testing.assert_allclose((x @ y).float().numpy(), want, rtol=2**-7, atol=1e-2)
+
+
+def test_fragment_ordered_bfloat16_operands_are_whole_fragment_loads() -> None:
+    (a, a64), (b, b64) = bf16(64, 32), bf16(32, 256)
+    x, y = Tensor(a, dtype="bfloat16", device="CPU"), Tensor(b, dtype="bfloat16", device="CPU")
+    out = fragment_stored(x, True)[1].matmul(fragment_stored(y, False)[1], dtype=dtypes.float32)
+    got, opts = emulated(out, None)
+    assert opts[0] == Opt(TC, opts[0].axis, 1), opts
+    np.testing.assert_allclose(got, a64 @ b64, rtol=1e-5, atol=1e-5)
+    src = get_program(item_of(out).ast, CUDARenderer()).src
+    assert "reinterpret_cast<const zg_ushort8*>" in src and "reinterpret_cast<const zg_ushort4*>" in src

@@ -250,11 +250,25 @@ def _group(ast: UOp, opt: Opt, r: UOp, amount: int) -> UOp:
     return ast.substitute(gated)
 
 
+def _bfloat16_bits(u: UOp) -> UOp | None:
+    """x where `u` is bfloat16 bits x widened to float32 (narrowfloat.py: `bitcast(cast(x, uint32) << 16)`)."""
+    if u.op is not Ops.BITCAST or u.dtype is not dtypes.float32 or u.src[0].op is not Ops.SHL:
+        return None
+    wide, shift = u.src[0].src
+    if shift.op is not Ops.CONST or shift.arg != 16 or wide.op is not Ops.CAST:
+        return None
+    return wide.src[0] if wide.src[0].dtype is dtypes.uint16 else None
+
+
 def _operands(value: UOp, tc: TensorCore) -> tuple[UOp, UOp] | None:
     """The two factors of a reduced product that a tensor core computes: `cast(x * y)` or `cast(x) * cast(y)` with
-    x and y of its input dtype, the product in its output dtype."""
+    x and y of its input dtype, the product in its output dtype; for bfloat16, the product of x's and y's bits
+    widened to float32."""
     if value.dtype is not tc.dtype_out:
         return None
+    if tc.dtype_in is dtypes.bfloat16:
+        bits = [_bfloat16_bits(s) for s in value.src] if value.op is Ops.MUL else []
+        return (bits[0], bits[1]) if len(bits) == 2 and bits[0] is not None and bits[1] is not None else None
     if value.op is Ops.CAST and value.src[0].op is Ops.MUL:
         x, y = value.src[0].src
         return (x, y) if x.dtype is tc.dtype_in and y.dtype is tc.dtype_in else None
@@ -316,8 +330,8 @@ def _tensor_core(ast: UOp, opt: Opt, tcs: tuple[TensorCore, ...], max_local: int
     for i in range(tc.elements[1]):
         row, col = tc.b(lane, i)
         b_lanes.append(y.substitute({k: k0 + row, n: n0 + col}))
-    a = UOp(Ops.VECTORIZE, tc.dtype_in.vec(len(a_lanes)), tuple(a_lanes))
-    b = UOp(Ops.VECTORIZE, tc.dtype_in.vec(len(b_lanes)), tuple(b_lanes))
+    a = UOp(Ops.VECTORIZE, tc.operand_dtype.vec(len(a_lanes)), tuple(a_lanes))
+    b = UOp(Ops.VECTORIZE, tc.operand_dtype.vec(len(b_lanes)), tuple(b_lanes))
     wmma = UOp(Ops.WMMA, tc.dtype_out, (a, b, UOp.const(tc.dtype_out, 0), element), tc)
     kept = tuple(s for s in red.src[1:] if s is not k) + k_loop
     ast = ast.substitute({red: UOp(Ops.REDUCE, red.dtype, (wmma, *kept), Ops.ADD) if kept else wmma})

@@ -19,13 +19,14 @@ at hand to check RDNA3's).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import DType, dtypes
+from zeptograd.dtype import NARROW_FLOATS, DType, dtypes
 from zeptograd.uop.render import PYRENDER_GLOBALS
 
 Position = Callable[[Any, Any], tuple[Any, Any]]  # (lane, element) -> (row, column); ints or index UOps
@@ -53,6 +54,12 @@ class TensorCore:
     a_order: FragmentOrder | None = None
     b_order: FragmentOrder | None = None
 
+    @property
+    def operand_dtype(self) -> DType:
+        """The dtype of A's and B's lanes in the IR: `dtype_in`, or for bfloat16 its storage bits (narrowfloat.py)."""
+        fmt = NARROW_FLOATS.get(self.dtype_in)
+        return fmt.storage if fmt is not None else self.dtype_in
+
     def __repr__(self) -> str:
         return f"TensorCore({self.name!r})"
 
@@ -67,6 +74,8 @@ class TensorCore:
         are exact and summed in float64 before the one rounding to the output dtype (the hardware sums in at
         least the output's precision; the tests allow for the difference)."""
         m, n, k = self.dims
+        if self.dtype_in is dtypes.bfloat16:  # its operands are bits (narrowfloat.py), a float32's high half
+            a, b = _bfloat16_values(a), _bfloat16_values(b)
         big_a, big_b, big_c = np.zeros((m, k)), np.zeros((k, n)), np.zeros((m, n))
         for lane in range(self.threads):
             for i in range(self.elements[0]):
@@ -111,6 +120,16 @@ MMA_M16N8K16_F16 = TensorCore(
     b_order=((2, 4, 2), (8,), (3, 1, 0, 2)),
 )
 
+# the same instruction for bfloat16 A and B (`.bf16`, sm_80 and later): the same fragments, the operands the 16-bit
+# patterns that narrowfloat.py keeps bfloat16 values as
+MMA_M16N8K16_BF16 = dataclasses.replace(MMA_M16N8K16_F16, name="mma_m16n8k16_bf16_f32", dtype_in=dtypes.bfloat16)
+
+
+def _bfloat16_values(lanes: list[Any]) -> list[list[float]]:
+    """Each lane's bfloat16 bit patterns as the floats they hold (a bfloat16 is the high half of a float32)."""
+    bits = np.array(lanes, dtype=np.uint32) << 16
+    return bits.view(np.float32).astype(np.float64).tolist()
+
 
 # AMD's RDNA3 WMMA (gfx11, wave32), v_wmma_f32_16x16x16_f16: lane l holds row l % 16 of A (all 16 of its k) and
 # column l % 16 of B, lanes 16..31 the same as lanes 0..15; of C and D (16 x 16) it holds column l % 16, rows
@@ -140,8 +159,8 @@ WMMA_16_16_16_F16_RDNA3 = TensorCore(
 )
 
 _TENSOR_CORES: dict[str, tuple[TensorCore, ...]] = {
-    "CUDA": (MMA_M16N8K16_F16,),
-    "PTX": (MMA_M16N8K16_F16,),
+    "CUDA": (MMA_M16N8K16_F16, MMA_M16N8K16_BF16),
+    "PTX": (MMA_M16N8K16_F16, MMA_M16N8K16_BF16),
     "HIP": (WMMA_16_16_16_F16_RDNA3,),
 }
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeptograd.codegen.tensor_cores import FragmentOrder, TensorCore, tensor_cores
-from zeptograd.dtype import DType, dtypes, least_upper_dtype
+from zeptograd.dtype import NARROW_FLOATS, DType, dtypes, least_upper_dtype
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
@@ -209,10 +209,12 @@ class FunctionalMixin:
             bm, bn, bk = tc.dims
             a = _fragment_ordered(a, (bm, bk), tc.a_order, True)
             b = _fragment_ordered(b, (bk, bn), tc.b_order, False)
-        a3 = a.cast(dt).reshape(*a.shape[:-1], 1, a.shape[-1])
-        bt = b.cast(dt).transpose(-1, -2)
+        # bfloat16 and fp8 products are exact in float32 and summed there, as PyTorch and tensor cores compute them;
+        # other products keep the operands' dtype (the sum accumulates small ints and float16 wider)
+        factor = dtypes.float32 if dt in NARROW_FLOATS else dt
+        a3 = a.cast(dt).cast(factor).reshape(*a.shape[:-1], 1, a.shape[-1])
+        bt = b.cast(dt).cast(factor).transpose(-1, -2)
         b3 = bt.reshape(*bt.shape[:-2], 1, *bt.shape[-2:])
-        # the sum accumulates small ints and float16 wider; the product keeps the operands' dtype, as in PyTorch
         out = (a3 * b3).sum(axis=-1).cast(dt)
         if self.ndim == 1:
             out = out.reshape(*out.shape[:-2], out.shape[-1])

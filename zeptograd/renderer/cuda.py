@@ -32,7 +32,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, TensorCore
+from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16, TensorCore
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS, CRenderer, render_const
 from zeptograd.uop.ops import Ops, UOp
@@ -80,20 +80,32 @@ FRAGMENT_TYPES: dict[tuple[DType, int], tuple[str, int]] = {
     (dtypes.float32, 4): ("zg_float4", 16),
     (dtypes.float16, 8): ("zg_half8", 16),
     (dtypes.float16, 4): ("zg_half4", 8),
+    (dtypes.uint16, 8): ("zg_ushort8", 16),  # bfloat16 fragments: their bits
+    (dtypes.uint16, 4): ("zg_ushort4", 8),
 }
 
-# mma.sync for one lane: its A elements packed two halves to a 32-bit register (the first in the low bits), its B
-# elements likewise, its four float accumulators in and out
-MMA_HELPER = """__device__ __forceinline__ zg_float4 zg_mma_m16n8k16_f16_f32(zg_half8 a, zg_half4 b, zg_float4 c) {
+# mma.sync for one lane: its A elements packed two 16-bit values to a 32-bit register (the first in the low bits),
+# its B elements likewise, its four float accumulators in and out; one helper a tensor core (f16 or bf16 operands)
+MMA_HELPER = """__device__ __forceinline__ zg_float4 zg_NAME(A a, B b, zg_float4 c) {
   const unsigned* x = reinterpret_cast<const unsigned*>(&a);
   const unsigned* y = reinterpret_cast<const unsigned*>(&b);
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.TYPE.TYPE.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
       : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
   return c;
 }
 """
+MMA_TYPES = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}  # the instruction's name for A's and B's dtype
+
+
+def mma_helper(tc: TensorCore) -> str:
+    """The CUDA C helper of an mma.sync tensor core (MMA_HELPER for its name and operand types)."""
+    lanes = tc.operand_dtype
+    a, b = FRAGMENT_TYPES[(lanes, tc.elements[0])][0], FRAGMENT_TYPES[(lanes, tc.elements[1])][0]
+    text = MMA_HELPER.replace("NAME", tc.name).replace("TYPE", MMA_TYPES[tc.dtype_in])
+    return text.replace("A a", f"{a} a").replace("B b", f"{b} b")
+
 
 # A tensor-core kernel with at most TC_MAX_WMMAS WMMAs a warp (a tile of 2 x 8 blocks) fits in 128 registers a
 # thread: asking for TC_THREADS_PER_SM threads an SM (4 blocks of 128, `__launch_bounds__`'s second argument) keeps
@@ -165,7 +177,7 @@ class CUDARenderer(CRenderer):
     has_local = True  # launched over blocks of threads: codegen/gpudims.py makes the launch indices
     max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
     local_size = 256  # threads a block the heuristic aims for: 8 warps, several blocks resident on each SM
-    tensor_cores = (MMA_M16N8K16_F16,)  # mma.sync, sm_80 and later
+    tensor_cores = (MMA_M16N8K16_F16, MMA_M16N8K16_BF16)  # mma.sync, sm_80 and later
     fragment_load_lanes = 8  # a WMMA operand in one 16-byte load where it is contiguous and aligned
     _tensor_cores = False  # the program being rendered has WMMAs (its loops get TC_UNROLL)
     packs_narrow_values = True  # the heuristic gives an elementwise kernel's threads 4 bytes of 1- or 2-byte values
@@ -275,7 +287,7 @@ class CUDARenderer(CRenderer):
             for f in fragments
             if f in FRAGMENT_TYPES
         )
-        mma = MMA_HELPER if any(u.op is Ops.WMMA for u in uops) else ""
+        mma = "".join(mma_helper(tc) for tc in dict.fromkeys(u.arg for u in uops if u.op is Ops.WMMA))
         return half + PRELUDE + structs + mma + (FLOOR_HELPERS if needs_floor else "")
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:

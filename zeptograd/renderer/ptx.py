@@ -45,7 +45,7 @@ import math
 import struct
 from collections.abc import Sequence
 
-from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16
+from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes, truncate
 from zeptograd.renderer.cuda import CUDA_DTYPES, launch_order
 from zeptograd.uop.ops import GroupOp, Ops, UOp
@@ -143,7 +143,7 @@ class PTXRenderer:
     has_local = True
     max_local_size = 1024
     local_size = 256
-    tensor_cores = (MMA_M16N8K16_F16,)
+    tensor_cores = (MMA_M16N8K16_F16, MMA_M16N8K16_BF16)
     fragment_load_lanes = 8  # a WMMA operand in one 16-byte load where it is contiguous and aligned
     packs_narrow_values = True
 
@@ -328,7 +328,7 @@ class _Kernel:
             self.vectors[u] = [self.reg(16) for _ in range(lanes)]
             for pair, lo, hi in zip(words, self.vectors[u][0::2], self.vectors[u][1::2]):
                 self.emit(f"mov.b32 {{{lo}, {hi}}}, {pair};")
-        elif op is Ops.WMMA and u.arg is MMA_M16N8K16_F16:
+        elif op is Ops.WMMA and u.arg in (MMA_M16N8K16_F16, MMA_M16N8K16_BF16):
             a, b, c = (self.vectors[s] for s in u.src)
             packed = []
             for regs in (a, b):
@@ -338,9 +338,9 @@ class _Kernel:
                     self.emit(f"mov.b32 {pairs[-1]}, {{{lo}, {hi}}};")
                 packed.append(", ".join(pairs))
             self.vectors[u] = [self.reg(32) for _ in range(4)]
-            d = ", ".join(self.vectors[u])
+            d, kind = ", ".join(self.vectors[u]), "bf16" if u.arg is MMA_M16N8K16_BF16 else "f16"
             self.emit(
-                f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d}}}, {{{packed[0]}}}, {{{packed[1]}}}, "
+                f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{{d}}}, {{{packed[0]}}}, {{{packed[1]}}}, "
                 f"{{{', '.join(c)}}};"
             )
         else:

@@ -148,11 +148,12 @@ def check_wmma(w: UOp) -> Verdict:
     """WMMA(a, b, c[, element]) with a tensor core (codegen/tensor_cores.py) as arg: a lane's A and B elements as
     vectors of the input dtype, its C elements (before `expand`: one, with the lane index `element`)."""
     tc = w.arg
-    if not all(hasattr(tc, f) for f in ("dtype_in", "dtype_out", "elements")) or len(w.src) not in (3, 4):
+    if not all(hasattr(tc, f) for f in ("operand_dtype", "dtype_out", "elements")) or len(w.src) not in (3, 4):
         return "WMMA takes (a, b, c) or (a, b, c, element) and a tensor core"
     a, b, c = w.src[:3]
-    if a.dtype is not tc.dtype_in.vec(tc.elements[0]) or b.dtype is not tc.dtype_in.vec(tc.elements[1]):
-        return f"WMMA of {tc!r} takes {tc.elements[0]} and {tc.elements[1]} lanes of {tc.dtype_in!r}"
+    lanes = tc.operand_dtype
+    if a.dtype is not lanes.vec(tc.elements[0]) or b.dtype is not lanes.vec(tc.elements[1]):
+        return f"WMMA of {tc!r} takes {tc.elements[0]} and {tc.elements[1]} lanes of {lanes!r}"
     if len(w.src) == 4:
         element = w.src[3]
         if element.op is not Ops.UNROLL or element.src[0].arg != tc.elements[2]:
