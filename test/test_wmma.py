@@ -275,8 +275,14 @@ def test_tensor_core_kernels_ask_for_four_blocks_an_sm() -> None:
     assert ", 4)" not in get_program(item_of(a + 1).ast, CUDARenderer()).src  # no tensor core: no minimum
 
 
-def _tc_kernels() -> list:
-    a, b = host(half(64, 64)), host(half(64, 32))
+def _tc_kernels(kind: str) -> list:
+    """Tensor-core kernels of fp16 (`kind` "f16") or bfloat16 ("bf16") operands: float32 and narrow outputs, and
+    work after the sum."""
+    if kind == "f16":
+        a, b = host(half(64, 64)), host(half(64, 32))
+    else:
+        (x, _), (y, _) = bf16(64, 64), bf16(64, 32)
+        a, b = Tensor(x, dtype="bfloat16", device="CPU"), Tensor(y, dtype="bfloat16", device="CPU")
     return [
         item_of(a.matmul(b, dtype=dtypes.float32)),
         item_of(a @ b),
@@ -284,19 +290,25 @@ def _tc_kernels() -> list:
     ]
 
 
+def _instruction(kind: str) -> str:
+    return f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32"
+
+
 @pytest.mark.skipif(nvrtc_problem() is not None, reason="NVRTC is not installed (pip install -e '.[cuda]')")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_cuda_c_with_tensor_cores_compiles(arch: str) -> None:
-    for item in _tc_kernels():
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_cuda_c_with_tensor_cores_compiles(kind: str, arch: str) -> None:
+    for item in _tc_kernels(kind):
         program = get_program(item.ast, CUDARenderer())
-        assert program.opts[0].op is TC and "mma.sync.aligned.m16n8k16" in program.src
-        assert "mma.sync.aligned.m16n8k16" in compile_cuda(program.src, arch).ptx
+        assert program.opts[0].op is TC and program.opts[0].amount == ["f16", "bf16"].index(kind), program.opts
+        assert _instruction(kind) in program.src and _instruction(kind) in compile_cuda(program.src, arch).ptx
 
 
 @needs_ptxas
-def test_ptx_with_tensor_cores_assembles(tmp_path: Path) -> None:
-    srcs = [get_program(item.ast, PTXRenderer()).src for item in _tc_kernels()]
-    assert all("mma.sync.aligned.m16n8k16" in src for src in srcs)
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_ptx_with_tensor_cores_assembles(kind: str, tmp_path: Path) -> None:
+    srcs = [get_program(item.ast, PTXRenderer()).src for item in _tc_kernels(kind)]
+    assert all(_instruction(kind) in src for src in srcs)
     assembled(srcs, tmp_path)
 
 
@@ -372,29 +384,6 @@ def test_bfloat16_matmul_products_are_exact_on_every_device() -> None:
     got = (Tensor(a, dtype="bfloat16") @ Tensor(b, dtype="bfloat16")).float().numpy()
     # (1 + 2**-7)**2 - (1 + 2**-7) = 2**-7 + 2**-14; rounding the product first would give 2**-7
     assert got[0, 0] == np.float32(2**-7 + 2**-14)
-
-
-def _bf16_tc_kernels() -> list:
-    (a, _), (b, _) = bf16(64, 64), bf16(64, 32)
-    x, y = Tensor(a, dtype="bfloat16", device="CPU"), Tensor(b, dtype="bfloat16", device="CPU")
-    return [item_of(x.matmul(y, dtype=dtypes.float32)), item_of(x @ y)]
-
-
-@pytest.mark.skipif(nvrtc_problem() is not None, reason="NVRTC is not installed (pip install -e '.[cuda]')")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_cuda_c_with_bfloat16_tensor_cores_compiles(arch: str) -> None:
-    for item in _bf16_tc_kernels():
-        program = get_program(item.ast, CUDARenderer())
-        assert program.opts[0] == Opt(TC, program.opts[0].axis, 1), program.opts
-        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in program.src
-        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in compile_cuda(program.src, arch).ptx
-
-
-@needs_ptxas
-def test_ptx_with_bfloat16_tensor_cores_assembles(tmp_path: Path) -> None:
-    srcs = [get_program(item.ast, PTXRenderer()).src for item in _bf16_tc_kernels()]
-    assert all("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src for src in srcs)
-    assembled(srcs, tmp_path)
 
 
 def test_ptx_bfloat16_plan_runs_in_emulation() -> None:
