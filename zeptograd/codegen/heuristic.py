@@ -160,15 +160,20 @@ def _size_of(axes: list[UOp]) -> int:
     return math.prod(r.src[0].arg for r in axes)
 
 
-def _store_index(ast: UOp) -> UOp | None:
+def _single_store(ast: UOp) -> UOp | None:
+    """The kernel's memory STORE, when it has exactly one."""
     stores = [u for u in ast.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
-    return stores[0].src[0].src[1] if len(stores) == 1 else None
+    return stores[0] if len(stores) == 1 else None
+
+
+def _store_index(ast: UOp) -> UOp | None:
+    return store.src[0].src[1] if (store := _single_store(ast)) is not None else None
 
 
 def _narrow_lanes(ast: UOp) -> int:
     """How many of the kernel's stored values make 4 bytes (1 for 4-byte values and wider, or several stores)."""
-    stores = [u for u in ast.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
-    if len(stores) != 1 or not output_axes(ast) or not isinstance(ptr := stores[0].src[0].dtype, PtrDType):
+    store = _single_store(ast)
+    if store is None or not output_axes(ast) or not isinstance(ptr := store.src[0].dtype, PtrDType):
         return 1
     return max(1, 4 // ptr.base.itemsize)
 

@@ -267,8 +267,10 @@ def _operands(value: UOp, tc: TensorCore) -> tuple[UOp, UOp] | None:
     if value.dtype is not tc.dtype_out:
         return None
     if tc.dtype_in is dtypes.bfloat16:
-        bits = [_bfloat16_bits(s) for s in value.src] if value.op is Ops.MUL else []
-        return (bits[0], bits[1]) if len(bits) == 2 and bits[0] is not None and bits[1] is not None else None
+        if value.op is not Ops.MUL:
+            return None
+        x, y = (_bfloat16_bits(s) for s in value.src)
+        return (x, y) if x is not None and y is not None else None
     if value.op is Ops.CAST and value.src[0].op is Ops.MUL:
         x, y = value.src[0].src
         return (x, y) if x.dtype is tc.dtype_in and y.dtype is tc.dtype_in else None

@@ -86,7 +86,7 @@ FRAGMENT_TYPES: dict[tuple[DType, int], tuple[str, int]] = {
 
 # mma.sync for one lane: its A elements packed two 16-bit values to a 32-bit register (the first in the low bits),
 # its B elements likewise, its four float accumulators in and out; one helper a tensor core (f16 or bf16 operands)
-MMA_HELPER = """__device__ __forceinline__ zg_float4 zg_NAME(A a, B b, zg_float4 c) {
+MMA_HELPER = """__device__ __forceinline__ zg_float4 zg_NAME(A_TYPE a, B_TYPE b, zg_float4 c) {
   const unsigned* x = reinterpret_cast<const unsigned*>(&a);
   const unsigned* y = reinterpret_cast<const unsigned*>(&b);
   asm("mma.sync.aligned.m16n8k16.row.col.f32.TYPE.TYPE.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -103,8 +103,8 @@ def mma_helper(tc: TensorCore) -> str:
     """The CUDA C helper of an mma.sync tensor core (MMA_HELPER for its name and operand types)."""
     lanes = tc.operand_dtype
     a, b = FRAGMENT_TYPES[(lanes, tc.elements[0])][0], FRAGMENT_TYPES[(lanes, tc.elements[1])][0]
-    text = MMA_HELPER.replace("NAME", tc.name).replace("TYPE", MMA_TYPES[tc.dtype_in])
-    return text.replace("A a", f"{a} a").replace("B b", f"{b} b")
+    text = MMA_HELPER.replace("A_TYPE", a).replace("B_TYPE", b)
+    return text.replace("NAME", tc.name).replace("TYPE", MMA_TYPES[tc.dtype_in])
 
 
 # A tensor-core kernel with at most TC_MAX_WMMAS WMMAs a warp (a tile of 2 x 8 blocks) fits in 128 registers a

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 
 from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes, truncate
-from zeptograd.renderer.cuda import CUDA_DTYPES, launch_order
+from zeptograd.renderer.cuda import CUDA_DTYPES, MMA_TYPES, launch_order
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 # PTX ISA 8.0 (CUDA 12.0): read by every CUDA 12 and 13 ptxas and driver, and has all this renderer uses
@@ -338,7 +338,7 @@ class _Kernel:
                     self.emit(f"mov.b32 {pairs[-1]}, {{{lo}, {hi}}};")
                 packed.append(", ".join(pairs))
             self.vectors[u] = [self.reg(32) for _ in range(4)]
-            d, kind = ", ".join(self.vectors[u]), "bf16" if u.arg is MMA_M16N8K16_BF16 else "f16"
+            d, kind = ", ".join(self.vectors[u]), MMA_TYPES[u.arg.dtype_in]
             self.emit(
                 f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{{d}}}, {{{packed[0]}}}, {{{packed[1]}}}, "
                 f"{{{', '.join(c)}}};"
