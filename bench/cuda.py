@@ -7,8 +7,9 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
 1. elementwise  `a + b` on fp32 vectors of 2**26 elements (768 MiB moved): GB/s and the share of the GPU's peak
                 memory bandwidth (`--peak-gbs`, 4800 for an H200; 3350 for an H100 SXM).
 2. matmul       4096 x 4096 x 4096 in fp32 and in fp16 (fp16 inputs and output), GFLOP/s, next to torch's
-                `a @ b` on the same GPU (cuBLAS; fp32 without TF32, torch's default) and the ratio.
-   The fp16 row includes the copies of both operands into fragment order (functional.py).
+                `a @ b` on the same GPU (cuBLAS; fp32 without TF32, torch's default) and the ratio; and fp16
+                `x @ w.T` with w stored (n, k), as in a Linear layer.
+   The fp16 rows include the copies of both operands into fragment order (functional.py).
    With --sweep: the copies timed alone, the matmul kernel alone under other tensor-core plans (TC tiles and warps
    a block), and with the heuristic's plan on the PTX and TRITON devices; with --experiments also under edits of
    its CUDA C (the k loop unrolled, the other choice of a minimum of blocks an SM): leads for the renderer.
@@ -49,7 +50,17 @@ from zeptograd.runtime.ops_cuda import compile_cuda
 from zeptograd.schedule.kernelize import create_schedule
 
 # the sweep's tiles: WMMA blocks a warp along m and n, warps a block along m and n
-SWEEP_TILES = ((2, 8, 2, 4), (2, 8, 2, 2), (2, 8, 4, 2), (4, 4, 2, 4), (4, 4, 2, 2), (2, 16, 2, 2))
+SWEEP_TILES = (
+    (2, 8, 2, 4),
+    (2, 8, 4, 2),
+    (4, 4, 2, 4),
+    (4, 8, 2, 2),
+    (4, 8, 2, 4),
+    (4, 8, 4, 2),
+    (4, 8, 1, 4),
+    (8, 4, 2, 2),
+    (2, 16, 2, 2),
+)
 
 
 def batch_time(launch: Callable[[], Any], sync: Callable[[], Any], min_s: float = 0.2) -> float:
@@ -98,7 +109,9 @@ def _run_all(steps: list[tuple[Callable[[Any], None], list[Any]]]) -> None:
 # experiments on the CUDA C of a tile's kernel (not plans zeptograd makes): the k loop unrolled otherwise than the
 # renderer's `#pragma unroll` (TC_UNROLL), and the other choice of register budget (the renderer asks for 512
 # threads an SM in tiles of at most 16 WMMAs, none above)
-EXPERIMENT_TILES = ((2, 8, 2, 4), (4, 4, 2, 4), (2, 16, 2, 2), (4, 8, 2, 2))
+EXPERIMENT_TILES = ((2, 8, 2, 4), (4, 8, 2, 2), (4, 8, 2, 4), (8, 4, 2, 2))
+# other plans for the copies into fragment order: values a thread (UPCAST) and threads a block (LOCAL)
+COPY_PLANS = ((1, 256), (2, 256), (4, 256), (8, 256), (8, 128), (2, 128), (2, 512), (16, 64))
 
 
 def _unrolled(times: int) -> Callable[[str, int], str]:
@@ -156,6 +169,13 @@ def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experime
         for i, step in enumerate(steps):
             s = batch_time(functools.partial(_run_all, [step]), sync, 0.2)
             print(f"  {device} fragment-order copy {i}: {s * 1e6:.0f} us")
+        if device == "CUDA" and experiments:
+            for i, (c, (_, bufs)) in enumerate(zip(copies, steps)):
+                for upcast, local in COPY_PLANS:
+                    plan = [o for o in (Opt(up, 0, upcast), Opt(lo, 0, local)) if o.amount != 1]
+                    run = dev.runner(get_program(c.ast, dev.renderer, plan))
+                    s = batch_time(functools.partial(run, bufs), sync, 0.2)
+                    print(f"  experiment copy {i} upcast {upcast} local {local}: {s * 1e6:.0f} us")
         bufs = [buffer_for(b).allocate() for b in item.bufs]
         for name, opts in plans if device == "CUDA" else plans[:1]:
             try:
@@ -274,17 +294,20 @@ def main() -> None:
         has_torch = False
     size = 1024 if args.quick else 4096
     flop = 2 * size**3
-    for dt, name in ((dtypes.float32, "fp32"), (dtypes.float16, "fp16")):
+    cases = ((dtypes.float32, "fp32", False), (dtypes.float16, "fp16", False), (dtypes.float16, "fp16", True))
+    for dt, name, weight in cases:
         np_dt = np.float32 if dt is dtypes.float32 else np.float16
         x_np = rng.standard_normal((size, size)).astype(np_dt)
-        y_np = rng.standard_normal((size, size)).astype(np_dt)
-        x, y = Tensor(x_np, device="CUDA"), Tensor(y_np, device="CUDA")
-        launch, programs, out = kernels_of(x @ y)
+        w_np = rng.standard_normal((size, size)).astype(np_dt)
+        y_np = np.ascontiguousarray(w_np.T) if weight else w_np  # the same product; y is w.T's view when `weight`
+        x, w = Tensor(x_np, device="CUDA"), Tensor(w_np, device="CUDA")
+        launch, programs, out = kernels_of(x @ w.T if weight else x @ w)
         s = batch_time(launch, sync, 0.5)
         ours = flop / s * 1e-9
         ref = ""
         if has_torch:
-            tx, ty = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
+            tx, tw = torch.from_numpy(x_np).cuda(), torch.from_numpy(w_np).cuda()
+            ty = tw.T if weight else tw
             st = batch_time(functools.partial(torch.matmul, tx, ty), torch.cuda.synchronize, 0.5)
             theirs = flop / st * 1e-9
             ref = f"torch {theirs:.0f} GFLOP/s, ours/torch {ours / theirs:.2f}"
@@ -292,8 +315,13 @@ def main() -> None:
             want = (tx[:64].float() @ ty.float()).cpu().numpy()
             err = float(np.abs(got - want).max() / np.abs(want).max())
             ref += f", max rel err {err:.1e}"
-        rows.append((f"{name} matmul", f"{size}^3", f"{ours:.0f} GFLOP/s", ref))
-        print(f"  {name} matmul plan: {[p.opts for p in programs]}")
+        else:
+            want = x_np[:64].astype(np.float32) @ y_np.astype(np.float32)
+            err = float(np.abs(out.numpy().reshape(size, size)[:64] - want).max() / np.abs(want).max())
+            ref = f"max rel err {err:.1e}"
+        label = f"{name} x @ w.T" if weight else f"{name} matmul"
+        rows.append((label, f"{size}^3", f"{ours:.0f} GFLOP/s", ref))
+        print(f"  {label} plan: {[p.opts for p in programs]}")
 
     if args.sweep:
         sweep(size, sync, rng, args.experiments)
