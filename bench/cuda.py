@@ -12,7 +12,9 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
    The fp16 rows include the copies of both operands into fragment order (functional.py).
    With --sweep: the copies timed alone, the matmul kernel alone under other tensor-core plans (TC tiles and warps
    a block), and with the heuristic's plan on the PTX and TRITON devices; with --experiments also under edits of
-   its CUDA C (the k loop unrolled, the other choice of a minimum of blocks an SM): leads for the renderer.
+   its CUDA C (the k loop unrolled, the other choice of a minimum of blocks an SM), other plans for the copies, and
+   a hand-written kernel that stages row-major operands through shared memory (bench/cuda_smem_matmul.cu):
+   leads for the renderer.
 3. first call   a kernel never seen before (a fresh constant) on CUDA and on PTX: the whole first call, then its
                 phases one by one (schedule, codegen, NVRTC's quick build, module load, launch, copy back), NVRTC to
                 PTX with the driver's JIT instead of NVRTC's CUBIN, and the optimized build that replaces the quick
@@ -47,7 +49,7 @@ from zeptograd.engine.realize import compiled
 from zeptograd.runtime import ops_cuda
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cuda import compile_cuda
-from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.schedule.kernelize import buffer_of, create_schedule
 
 # the sweep's tiles: WMMA blocks a warp along m and n, warps a block along m and n
 SWEEP_TILES = (
@@ -202,6 +204,8 @@ def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experime
                     err = float(np.abs(got - want).max() / np.abs(want).max())
                     tflops = 2 * size**3 / s * 1e-12
                     print(f"  experiment tile {tile} {variant:<18} {tflops:7.1f} TFLOP/s  rel err {err:.1e}")
+        if device == "CUDA" and experiments:
+            hand_written_smem(size, x, y, sync)
         if device == "CUDA":
             # the heuristic's kernel compiled without NVRTC's compile-time options (ops_cuda.FAST_OPTIONS)
             saved, ops_cuda.FAST_OPTIONS = ops_cuda.FAST_OPTIONS, ()
@@ -213,6 +217,45 @@ def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experime
             ops_cuda.FAST_OPTIONS = saved
             ops_cuda._compiled.clear()
             dev._functions.clear()
+
+
+# the hand-written shared-memory matmul's configurations: warps a block along m and n, columns of A (rows of B) a
+# stage, stages in flight, a minimum of blocks an SM
+SMEM_CONFIGS = ((4, 2, 32, 2, 2), (4, 2, 32, 4, 2), (4, 2, 64, 3, 2), (2, 4, 32, 3, 2), (4, 4, 32, 3, 1))
+
+
+def _launch(dev: Any, fn: Any, grid: tuple[int, ...], block: tuple[int, ...], shared: int, params: Any) -> None:
+    dev.driver.check(dev.driver.lib.cuLaunchKernel(fn, *grid, *block, shared, None, params, None), "launch")
+
+
+def hand_written_smem(size: int, x: Tensor, y: Tensor, sync: Callable[[], Any]) -> None:
+    """bench/cuda_smem_matmul.cu on x @ y (row-major operands, no copies) under SMEM_CONFIGS: TFLOP/s and the error
+    against numpy on 64 rows."""
+    dev = Device["CUDA"]
+    lib, check = dev.driver.lib, dev.driver.check
+    lib.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    lib.cuFuncSetAttribute.restype = ctypes.c_int
+    out = Tensor.zeros(size, size, dtype=dtypes.float16, device="CUDA").contiguous().realize()
+    addresses = [buffer_for(buffer_of(t.uop)).address for t in (out, x, y)]
+    want = x[:64].numpy().astype(np.float32) @ y.numpy().astype(np.float32)
+    text = (Path(__file__).parent / "cuda_smem_matmul.cu").read_text()
+    for wm, wn, bk, stages, min_blocks in SMEM_CONFIGS:
+        sizes = {"M": size, "N": size, "K": size, "WM": wm, "WN": wn, "BK": bk, "STAGES": stages, "MINB": min_blocks}
+        src = "".join(f"#define {k} {v}\n" for k, v in sizes.items()) + text
+        shared = stages * (wm * 32 * (bk + 8) + bk * (wn * 64 + 8)) * 2
+        kernel = dev.function(src, "smem_matmul")
+        ops_cuda.wait_for_compiles()
+        fn = kernel.current()
+        check(lib.cuFuncSetAttribute(fn, 8, shared), "cuFuncSetAttribute")  # 8: the dynamic shared memory allowed
+        values = [ctypes.c_uint64(a) for a in addresses]
+        params = (ctypes.c_void_p * 3)(*[ctypes.addressof(v) for v in values])
+        grid, block = (size // (wn * 64), size // (wm * 32), 1), (32, wm, wn)
+        s = batch_time(functools.partial(_launch, dev, fn, grid, block, shared, params), sync, 0.3)
+        got = out[:64].numpy().astype(np.float32)
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        tflops = 2 * size**3 / s * 1e-12
+        name = f"warps {wm}x{wn} BK {bk} stages {stages} min blocks {min_blocks}"
+        print(f"  experiment hand-written smem matmul {name:<38} {tflops:7.1f} TFLOP/s  rel err {err:.1e}")
 
 
 def first_call(device: str, rng: np.random.Generator) -> tuple[float, str]:
