@@ -255,6 +255,21 @@ def test_contiguous_ends_a_kernel(device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_reshape_of_contiguous_is_a_view_of_its_buffer(device: str):
+    # realizing x.contiguous().reshape(...) computes the contiguous value once; the reshape is a view of that
+    # buffer, not a second kernel that copies it (Winograd's NCHW output paid a 1 ms copy for it)
+    (a, ta), (b, tb) = inputs(device, (2, 4, 8), (2, 4, 8))
+    out = (ta * tb).permute(2, 0, 1).contiguous().reshape(8, 8)
+    assert kernels(out) == 1
+    close(out, (a.astype(np.float64) * b).transpose(2, 0, 1).reshape(8, 8))
+    assert out.uop.op is Ops.RESHAPE and out.uop.src[0].op is Ops.BUFFER
+    # the view reads as its own tensor afterwards, and a later write to another tensor does not reach it
+    close(out.flatten() * 2, 2 * (a.astype(np.float64) * b).transpose(2, 0, 1).reshape(64))
+    tb.assign(ta)
+    close(out, (a.astype(np.float64) * b).transpose(2, 0, 1).reshape(8, 8))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_value_used_twice_is_computed_once(device: str):
     # s feeds two outputs realized together: one kernel for the sum and at most one per consumer, 3 at most.
     # The count is a bound, not an exact number: a scheduler may write p and q from one kernel with two outputs

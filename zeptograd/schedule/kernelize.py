@@ -309,6 +309,16 @@ def _computed(sink: UOp) -> list[UOp]:
     return order
 
 
+def _reshaped_buffer_value(u: UOp) -> UOp | None:
+    """The node that `u` reshapes (through one or more RESHAPEs) when that node always gets a fresh buffer of its
+    own (CONTIGUOUS, COPY), else None. (A STORE's value is its target's buffer already.)"""
+    if u.op is not _RESHAPE:
+        return None
+    while u.op is _RESHAPE:
+        u = u.src[0]
+    return u if u.op in (Ops.CONTIGUOUS, Ops.COPY) else None
+
+
 def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
     """The kernels (and copies) that compute `roots`, in an order that respects every dependency, and a
     map from each realized tensor-graph node to the buffer view that now holds its value."""
@@ -323,8 +333,11 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
     realized: dict[UOp, None] = {}
     device_cache: dict[UOp, str | None] = {}
     root_device = dict(zip(roots, devices))
+    # a root that only reshapes a value with a buffer of its own anyway (`x.contiguous().reshape(...)`) is a view of
+    # that buffer, not a copy of it
+    reshaped = {u: inner for u in roots if (inner := _reshaped_buffer_value(u)) is not None}
     for u in nodes:
-        if u in root_device and buffer_of(u) is None:
+        if u in root_device and buffer_of(u) is None and u not in reshaped:
             realized[u] = None
         if u.op in (Ops.CONTIGUOUS, Ops.STORE, Ops.COPY):
             realized[u] = None
@@ -392,4 +405,8 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
             items.append(ScheduleItem(tmp_ast, tmp_bufs))
             ast, bufs = lower_kernel(out, view_of(tmp, u.shape))
         items.append(ScheduleItem(ast, bufs))
+    for u, inner in reshaped.items():
+        buf = buffer_of(views[inner])
+        assert buf is not None, "a realized node's view is a view of its buffer"
+        views[u] = view_of(buf, u.shape)
     return items, views
