@@ -24,7 +24,7 @@ from zeptograd.schedule.kernelize import create_schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_cuda import CLAIMED, cast_ops, dtype_ops, family_ops
-from test_wmma import emulated, half, host
+from test_wmma import bf16, emulated, half, host
 
 needs_clang = pytest.mark.skipif(hip_problem() is not None, reason="no clang with the AMDGPU target")
 ARCHS = ("gfx1100", "gfx90a")
@@ -156,6 +156,18 @@ def test_tensor_core_kernels_compile_for_rdna3() -> None:
 
 
 @needs_clang
+def test_bfloat16_tensor_core_kernels_compile_for_rdna3() -> None:
+    (x, _), (y, _) = bf16(64, 64), bf16(64, 32)
+    a, b = Tensor(x, dtype="bfloat16", device="CPU"), Tensor(y, dtype="bfloat16", device="CPU")
+    for out in (a.matmul(b, dtype=dtypes.float32), a @ b, (a.matmul(b, dtype=dtypes.float32) + 1).relu()):
+        src = one(out)
+        # the operands are bfloat16 bits (ushort16), bit-cast to the shorts RDNA3's bf16 builtin takes
+        assert "__WMMA_16_16_16_bf16_float(" in src and "__builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(" in src
+        assert "__WMMA_16_16_16_half_float" not in src
+        assert compile_hip(src, "gfx1100")[:4] == b"\x7fELF"  # clang checks the builtin's operand types
+
+
+@needs_clang
 def test_compile_error_has_log_and_source() -> None:
     with pytest.raises(HIPCompileError, match="clang rejected the HIP kernel for gfx1100"):
         compile_hip('extern "C" __attribute__((global)) void k(float* a) { a[0] = undefined_name; }')
@@ -174,3 +186,18 @@ def test_rdna3_tc_plans_match_numpy(plan: list[Opt] | None) -> None:
     got, opts = emulated(host(a).matmul(host(b), dtype=dtypes.float32), plan, HIPRenderer())
     assert opts[0].op is OptOps.TC
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [[Opt(OptOps.TC, 0, 1)], [Opt(OptOps.TC, 1, 1)], [Opt(OptOps.TC, 0, 1), Opt(OptOps.UPCAST, 1, 2)], None],
+    ids=["TC", "TC-other-A", "TC-UPCAST", "heuristic"],
+)
+def test_rdna3_bfloat16_tc_plans_match_numpy(plan: list[Opt] | None) -> None:
+    # RDNA3's bf16 WMMA (the second HIP tensor core) on bfloat16 bits, against the float64 product of the rounded
+    # values: exact products summed in float32, as the hardware computes them
+    (a, a64), (b, b64) = bf16(32, 48), bf16(48, 32)
+    x, y = Tensor(a, dtype="bfloat16", device="CPU"), Tensor(b, dtype="bfloat16", device="CPU")
+    got, opts = emulated(x.matmul(y, dtype=dtypes.float32), plan, HIPRenderer())
+    assert opts[0] == Opt(OptOps.TC, opts[0].axis, 1), opts
+    np.testing.assert_allclose(got, a64 @ b64, rtol=1e-5, atol=1e-5)

@@ -158,10 +158,15 @@ WMMA_16_16_16_F16_RDNA3 = TensorCore(
     _rdna3_c,
 )
 
+# the same WMMA for bfloat16 A and B (v_wmma_f32_16x16x16_bf16, gfx11): the same layout, the operands their bits
+WMMA_16_16_16_BF16_RDNA3 = dataclasses.replace(
+    WMMA_16_16_16_F16_RDNA3, name="WMMA_16_16_16_bf16_float", dtype_in=dtypes.bfloat16
+)
+
 _TENSOR_CORES: dict[str, tuple[TensorCore, ...]] = {
     "CUDA": (MMA_M16N8K16_F16, MMA_M16N8K16_BF16),
     "PTX": (MMA_M16N8K16_F16, MMA_M16N8K16_BF16),
-    "HIP": (WMMA_16_16_16_F16_RDNA3,),
+    "HIP": (WMMA_16_16_16_F16_RDNA3, WMMA_16_16_16_BF16_RDNA3),
 }
 
 

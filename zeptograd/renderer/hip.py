@@ -15,7 +15,8 @@ What differs from CUDA C (everything else, the walk over the linear program incl
 - local memory is `__attribute__((shared))`, BARRIER a workgroup fence, `__builtin_amdgcn_s_barrier()` and a fence;
 - a vector (a tensor core's fragments) is a clang `ext_vector_type`, built by `make_half16(...)`-style helpers and
   read lane by lane with `[i]`; WMMA is a call of the `__WMMA_16_16_16_half_float` helper around RDNA3's
-  `__builtin_amdgcn_wmma_f32_16x16x16_f16_w32` (wave32: gfx11).
+  `__builtin_amdgcn_wmma_f32_16x16x16_f16_w32` (wave32: gfx11), or of `__WMMA_16_16_16_bf16_float` around the
+  `_bf16_w32` one for bfloat16 operands (their bits, `ushort16`).
 
 There is no AMD GPU to run it: `runtime/ops_hip.py` compiles it with clang for gfx1100 and gfx90a (the tests), and
 its semantics are those of the linear program, which runs on the PYTHON device and on CUDA.
@@ -34,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from zeptograd.codegen.tensor_cores import WMMA_16_16_16_F16_RDNA3, TensorCore
+from zeptograd.codegen.tensor_cores import WMMA_16_16_16_BF16_RDNA3, WMMA_16_16_16_F16_RDNA3, TensorCore
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS
 from zeptograd.renderer.cuda import CUDA_TYPES, CUDARenderer
@@ -42,6 +43,8 @@ from zeptograd.renderer.cuda import FLOOR_HELPERS as CUDA_FLOOR_HELPERS
 from zeptograd.uop.ops import Ops, UOp
 
 HIP_TYPES: dict[DType, str] = {**CUDA_TYPES, dtypes.float16: "_Float16"}
+# a vector type is its scalar's short name and its lanes (`half16`, `ushort16`, `float8`)
+VECTOR_NAMES: dict[DType, str] = {dtypes.float16: "half", dtypes.uint16: "ushort"}
 
 # what each float width is called in ROCm's device library (ocml) names
 _OCML_WIDTH = {dtypes.float16: "f16", dtypes.float32: "f32", dtypes.float64: "f64"}
@@ -72,14 +75,15 @@ class HIPRenderer(CUDARenderer):
 
     def __init__(self, arch: str = "gfx1100") -> None:
         self.arch = arch
-        # RDNA3's WMMA (gfx11, wave32); CDNA's MFMA (gfx90a) is not rendered yet
-        self.tensor_cores = (WMMA_16_16_16_F16_RDNA3,) if arch.startswith("gfx11") else ()
+        # RDNA3's WMMA (gfx11, wave32), fp16 and bfloat16; CDNA's MFMA (gfx90a) is not rendered yet
+        rdna3 = (WMMA_16_16_16_F16_RDNA3, WMMA_16_16_16_BF16_RDNA3)
+        self.tensor_cores = rdna3 if arch.startswith("gfx11") else ()
 
     def type_name(self, dt: DType) -> str:
         if isinstance(dt, PtrDType):
             return self.type_name(dt.base) + "*"
         if dt.count > 1:
-            return f"{'half' if dt.scalar() is dtypes.float16 else HIP_TYPES[dt.scalar()]}{dt.count}"
+            return f"{VECTOR_NAMES.get(dt.scalar(), HIP_TYPES[dt.scalar()])}{dt.count}"
         if dt not in HIP_TYPES:
             raise NotImplementedError(f"the HIP renderer has no type for {dt!r}")
         return HIP_TYPES[dt]
@@ -148,8 +152,8 @@ class HIPRenderer(CUDARenderer):
             lanes = ", ".join(f"x{i}" for i in range(dt.count))
             lines.append(f"typedef {scalar} {t} __attribute__((ext_vector_type({dt.count})));\n")
             lines.append(f"__attribute__((device)) static inline {t} make_{t}({args}) {{ return {{{lanes}}}; }}\n")
-        if any(u.op is Ops.WMMA for u in uops):
-            lines.append(WMMA_HELPER)
+        for tc in sorted({u.arg for u in uops if u.op is Ops.WMMA}, key=lambda tc: tc.name):
+            lines.append(WMMA_HELPERS[tc.name])
         if needs_floor:
             lines.append(FLOOR_HELPERS)
         return "".join(lines)
@@ -173,8 +177,16 @@ class HIPRenderer(CUDARenderer):
         return super()._alu(u, src)
 
 
-# RDNA3's WMMA for one lane of a wave32: 16 halves of A, 16 of B, 8 floats of C (the layout: tensor_cores.py)
-WMMA_HELPER = """__attribute__((device)) static inline float8 __WMMA_16_16_16_half_float(half16 a, half16 b, float8 c) {
+# RDNA3's WMMA for one lane of a wave32: 16 values of A, 16 of B, 8 floats of C (the layout: tensor_cores.py); a
+# bfloat16 operand is its 16-bit patterns (narrowfloat.py), which the builtin takes as shorts
+WMMA_HALF = """__attribute__((device)) static inline float8 __WMMA_16_16_16_half_float(half16 a, half16 b, float8 c) {
   return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(a, b, c);
 }
 """
+WMMA_BF16 = """__attribute__((device)) static inline float8 __WMMA_16_16_16_bf16_float(ushort16 a, ushort16 b,
+                                                                        float8 c) {
+  typedef short bits16 __attribute__((ext_vector_type(16)));
+  return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(__builtin_bit_cast(bits16, a), __builtin_bit_cast(bits16, b), c);
+}
+"""
+WMMA_HELPERS = {WMMA_16_16_16_F16_RDNA3.name: WMMA_HALF, WMMA_16_16_16_BF16_RDNA3.name: WMMA_BF16}
