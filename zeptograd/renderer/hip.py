@@ -152,7 +152,7 @@ class HIPRenderer(CUDARenderer):
             lanes = ", ".join(f"x{i}" for i in range(dt.count))
             lines.append(f"typedef {scalar} {t} __attribute__((ext_vector_type({dt.count})));\n")
             lines.append(f"__attribute__((device)) static inline {t} make_{t}({args}) {{ return {{{lanes}}}; }}\n")
-        for tc in sorted({u.arg for u in uops if u.op is Ops.WMMA}, key=lambda tc: tc.name):
+        for tc in dict.fromkeys(u.arg for u in uops if u.op is Ops.WMMA):
             lines.append(WMMA_HELPERS[tc.name])
         if needs_floor:
             lines.append(FLOOR_HELPERS)
@@ -183,10 +183,11 @@ WMMA_HALF = """__attribute__((device)) static inline float8 __WMMA_16_16_16_half
   return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(a, b, c);
 }
 """
-WMMA_BF16 = """__attribute__((device)) static inline float8 __WMMA_16_16_16_bf16_float(ushort16 a, ushort16 b,
-                                                                        float8 c) {
-  typedef short bits16 __attribute__((ext_vector_type(16)));
-  return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(__builtin_bit_cast(bits16, a), __builtin_bit_cast(bits16, b), c);
-}
-"""
+WMMA_BF16 = (
+    "__attribute__((device)) static inline float8 __WMMA_16_16_16_bf16_float(ushort16 a, ushort16 b, float8 c) {\n"
+    "  typedef short bits16 __attribute__((ext_vector_type(16)));\n"
+    "  return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(__builtin_bit_cast(bits16, a), "
+    "__builtin_bit_cast(bits16, b), c);\n"
+    "}\n"
+)
 WMMA_HELPERS = {WMMA_16_16_16_F16_RDNA3.name: WMMA_HALF, WMMA_16_16_16_BF16_RDNA3.name: WMMA_BF16}
