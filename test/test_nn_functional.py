@@ -325,6 +325,32 @@ POOL_CASES = [
 
 
 @pytest.mark.no_roundtrip
+@pytest.mark.parametrize("n", [1, 5, 8])
+@pytest.mark.parametrize("k,s,d", [(1, 1, 1), (1, 2, 3), (2, 2, 1), (2, 3, 1), (3, 1, 1), (3, 2, 2), (2, 1, 3)])
+def test_sliding_windows_brute_force(n, k, s, d):
+    """The windows every convolution and pool reads (`_pool`, built as UOps) against indexing element by element:
+    out[b, o, j] = x[b, o * s + j * d], over two axes at once (the second with the taps of the first swapped)."""
+    if d * (k - 1) + 1 > n:
+        pytest.skip("the dilated kernel does not fit")
+    x = _randn((2, n, n + 1), 0)
+    got = Tensor(x)._pool((k, k), (s, s), (d, d)).numpy()
+    o0, o1 = (n - d * (k - 1) - 1) // s + 1, (n + 1 - d * (k - 1) - 1) // s + 1
+    want = np.empty((2, o0, o1, k, k), dtype=np.float32)
+    for i in np.ndindex(*want.shape):
+        b, p, q, j, m = i
+        want[i] = x[b, p * s + j * d, q * s + m * d]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_sliding_windows_that_overlap_are_not_a_view():
+    """Writing to overlapping windows (a zero-padded copy of the axis underneath) leaves the input as it was."""
+    x = Tensor(np.arange(6, dtype=np.float32)).realize()
+    w = x._pool((3,), (1,), (1,))
+    w[0, 0] = 100.0
+    np.testing.assert_array_equal(x.numpy(), np.arange(6, dtype=np.float32))
+    assert w.numpy()[0, 0] == 100.0
+
+
 @pytest.mark.parametrize("xs,k,kw", POOL_CASES)
 def test_max_pool2d(xs, k, kw):
     tpool = TORCH_MAX[len(k)]
