@@ -42,8 +42,13 @@ How zeptograd is timed: inputs are realized before timing; each timed run builds
 `.realize()` (kernels run synchronously on the CPU); one untimed warm-up run comes first (compiles). numpy and
 torch are timed the same way (one warm-up, then their own runs). Every time is the median over N runs; N is
 chosen so that each library spends about 2 s (--quick: 0.2 s) per row on timed runs, at least 3 (1 when a single
-run takes over 5 s) and at most 50, unless `--repeats` fixes it. The zeptograd warm-up results are checked
-against numpy, computed in float64; a mismatch shows in the notes.
+run takes over 5 s) and at most 50, unless `--repeats` fixes it. The libraries take turns: a row's timed runs
+are split into 5 rounds, and in each round every library gets its share, so that all three see the same phases
+of a shared machine (this one's speed drifts by tens of percent within seconds: the same convolution kernel took
+8 and 15 ms a minute apart). Each turn starts with a 0.3 s pause (torch's OpenMP threads and the BLAS threads
+spin for a while after a library's last op, and would share the cores with the next turn) and one untimed run
+(it wakes the library's threads and warms the caches).
+The zeptograd warm-up results are checked against numpy, computed in float64; a mismatch shows in the notes.
 
 Columns of the final table:
 
@@ -103,6 +108,11 @@ except ImportError:
 LIBS = ("zeptograd", "numpy", "torch")
 BENCHMARKS = ("relu", "sum", "softmax", "matmul", "conv2d", "pool", "unary", "overhead", "setitem", "compile")
 SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
+ROUNDS = 5  # the timed runs of a row, in rounds that take turns between the libraries
+# a pause before each library's turn: torch's OpenMP and numpy's BLAS threads spin for a while after their last
+# op, and a turn that starts meanwhile shares the cores with them (exp on 256K: 0.24 ms alone, 3.7 ms right after
+# torch)
+SETTLE_S = 0.3
 BUSY_WARN_CPUS = 0.25  # a row during which other processes kept this many cpus busy is marked NOISY
 MIN_WIDTHS = (38, 10, 10, 10, 7, 8, 9)  # table columns before the notes, so progress lines line up with the table
 
@@ -139,24 +149,70 @@ def make_config(quick: bool, repeats: int | None) -> Config:
     return Config(False, repeats, 2.0, 50, 1 << 24, 4096, (256, 512, 1024, 2048), conv, pool, 1 << 22, 1000, 5)
 
 
-def time_runs(fn: Callable[[], Any], cfg: Config) -> tuple[float, Any]:
-    """One untimed warm-up call, then N timed calls; returns (median seconds, the warm-up's result)."""
-    warm = fn()
-    gc.collect()
-    t0 = time.perf_counter()
-    fn()
-    times = [time.perf_counter() - t0]
+def _runs_per_round(first: float, cfg: Config) -> list[int]:
+    """How many timed runs each of the ROUNDS rounds gets, after a first timed run that took `first` seconds."""
     if cfg.repeats is not None:
-        runs = cfg.repeats
-    elif times[0] > SLOW_RUN_S:
-        runs = 1
+        total = cfg.repeats
+    elif first > SLOW_RUN_S:
+        total = 1
     else:
-        runs = max(3, min(cfg.max_runs, int(cfg.budget_s / max(times[0], 1e-9))))
-    for _ in range(runs - 1):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), warm
+        total = max(3, min(cfg.max_runs, int(cfg.budget_s / max(first, 1e-9))))
+    total = max(total - 1, 0)  # the first timed run counts
+    return [total // ROUNDS + (r < total % ROUNDS) for r in range(ROUNDS)]
+
+
+def run_row(
+    row: Row, fns: dict[str, Callable[[], Any]], cfg: Config, peak_rows: dict[str, Row] | None = None
+) -> dict[str, Any]:
+    """Time each function of `fns` (keyed by library) into `row.times`: one untimed warm-up call and one timed call
+    each, then ROUNDS rounds in which each function in turn gets its share of its runs, so that every library sees
+    the same phases of a shared machine (whose speed drifts by tens of percent within seconds). Keys that start
+    with "zeptograd" also record their peak memory, in `row` or in `peak_rows[key]`. A function that raises is
+    reported in the notes and dropped; the others go on. Returns the warm-up results."""
+    peak_rows = peak_rows or {}
+    live = {
+        key: with_peak(peak_rows.get(key, row), fn) if key.startswith("zeptograd") else fn for key, fn in fns.items()
+    }
+    samples: dict[str, list[float]] = {key: [] for key in fns}
+    warm: dict[str, Any] = dict.fromkeys(fns)
+
+    def call(key: str) -> float | None:
+        """Seconds one call of `key` took; None when it raised (the key is dropped)."""
+        try:
+            t0 = time.perf_counter()
+            out = live[key]()
+            elapsed = time.perf_counter() - t0
+        except Exception as e:
+            del live[key]
+            row.notes.append(f"{key} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:100])
+            print(f"--- {key} failed in {row.name!r}:", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
+            return None
+        if key not in warmed:
+            warm[key] = out
+            warmed.add(key)
+        return elapsed
+
+    warmed: set[str] = set()
+    for key in list(live):
+        time.sleep(SETTLE_S)
+        if call(key) is not None:  # the warm-up (it compiles); its result is returned
+            gc.collect()
+            if (first := call(key)) is not None:
+                samples[key].append(first)
+    plan = {key: _runs_per_round(samples[key][0], cfg) for key in live}
+    for r in range(ROUNDS):
+        for key in list(live):
+            time.sleep(SETTLE_S)
+            if plan[key][r] and call(key) is None:  # untimed: it wakes the library's threads and caches
+                continue
+            for _ in range(plan[key][r]):
+                if (elapsed := call(key)) is None:
+                    break
+                samples[key].append(elapsed)
+    for key in fns:
+        row.times[key] = statistics.median(samples[key]) if key in live and samples[key] else None
+    return warm
 
 
 def check_close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
@@ -183,22 +239,6 @@ def with_peak(row: Row, fn: Callable[[], Any]) -> Callable[[], Any]:
     return run
 
 
-def run_lib(row: Row, lib: str, fn: Callable[[], Any], cfg: Config) -> Any:
-    """Time `fn` for one library into `row`; on an exception, record it and go on. Returns the warm-up result.
-    zeptograd's runs also record their peak memory."""
-    if lib == "zeptograd":
-        fn = with_peak(row, fn)
-    try:
-        row.times[lib], warm = time_runs(fn, cfg)
-        return warm
-    except Exception as e:
-        row.times[lib] = None
-        row.notes.append(f"{lib} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:100])
-        print(f"--- {lib} failed in {row.name!r}:", file=sys.stderr)
-        traceback.print_exc(file=sys.stderr)
-        return None
-
-
 def check_zg(row: Row, warm: Any, want: np.ndarray, rtol: float = 1e-4, atol: float = 1e-6) -> None:
     """Compare zeptograd's warm-up result (a Tensor) with `want`; record the verdict in the notes."""
     if warm is None:
@@ -220,12 +260,12 @@ def bench_relu(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     a, b, c = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
     row = Row(f"relu(a*b+c) {n // (1 << 20)}M")
     za, zb, zc = (Tensor(x).realize() for x in (a, b, c))
-    warm = run_lib(row, "zeptograd", lambda: (za * zb + zc).maximum(0).realize(), cfg)
-    run_lib(row, "numpy", lambda: np.maximum(a * b + c, 0), cfg)
+    fns = {"zeptograd": lambda: (za * zb + zc).maximum(0).realize(), "numpy": lambda: np.maximum(a * b + c, 0)}
     if torch is not None:
         ta, tb, tc = to_torch(a), to_torch(b), to_torch(c)
-        run_lib(row, "torch", lambda: torch.relu(ta * tb + tc), cfg)
-    check_zg(row, warm, np.maximum(a * b + c, 0))
+        fns["torch"] = lambda: torch.relu(ta * tb + tc)
+    warm = run_row(row, fns, cfg)
+    check_zg(row, warm["zeptograd"], np.maximum(a * b + c, 0))
     yield row
 
 
@@ -235,11 +275,11 @@ def bench_sum(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     a = rng.random(n, dtype=np.float32)
     row = Row(f"sum {n // (1 << 20)}M")
     za = Tensor(a).realize()
-    results = {"zeptograd": run_lib(row, "zeptograd", lambda: za.sum().realize(), cfg)}
-    results["numpy"] = run_lib(row, "numpy", lambda: a.sum(), cfg)
+    fns = {"zeptograd": lambda: za.sum().realize(), "numpy": lambda: a.sum()}
     if torch is not None:
         ta = to_torch(a)
-        results["torch"] = run_lib(row, "torch", lambda: ta.sum(), cfg)
+        fns["torch"] = lambda: ta.sum()
+    results = run_row(row, fns, cfg)
     exact = a.sum(dtype=np.float64)
     # a float32 sum of 2^24 terms is rarely exact: "ok" means within 1e-3; the notes give each library's error
     check_zg(row, results["zeptograd"], np.asarray(exact, dtype=np.float32), rtol=1e-3, atol=0.0)
@@ -248,7 +288,7 @@ def bench_sum(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
         try:
             value = float(result.numpy() if lib != "numpy" else result)
             errors.append(f"{lib} {abs(value - exact) / exact:.1e}")
-        except Exception:  # failed already (None) or cannot convert; run_lib or check_zg reported it
+        except Exception:  # failed already (None) or cannot convert; run_row or check_zg reported it
             errors.append(f"{lib} ?")
     row.notes.append("rel err vs float64: " + ", ".join(errors))
     yield row
@@ -267,12 +307,12 @@ def bench_softmax(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
 
     row = Row(f"softmax {n}x{n}")
     zx = Tensor(x).realize()
-    warm = run_lib(row, "zeptograd", lambda: zg_softmax(zx), cfg)
-    run_lib(row, "numpy", lambda: np_softmax(x), cfg)
+    fns = {"zeptograd": lambda: zg_softmax(zx), "numpy": lambda: np_softmax(x)}
     if torch is not None:
         tx = to_torch(x)
-        run_lib(row, "torch", lambda: torch.softmax(tx, dim=1), cfg)
-    check_zg(row, warm, np_softmax(x.astype(np.float64)).astype(np.float32), rtol=1e-3, atol=1e-7)
+        fns["torch"] = lambda: torch.softmax(tx, dim=1)
+    warm = run_row(row, fns, cfg)
+    check_zg(row, warm["zeptograd"], np_softmax(x.astype(np.float64)).astype(np.float32), rtol=1e-3, atol=1e-7)
     yield row
 
 
@@ -282,11 +322,11 @@ def bench_matmul(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
         b = rng.standard_normal((n, n), dtype=np.float32)
         row = Row(f"matmul {n}")
         za, zb = Tensor(a).realize(), Tensor(b).realize()
-        warm = run_lib(row, "zeptograd", lambda za=za, zb=zb: (za @ zb).realize(), cfg)
-        run_lib(row, "numpy", lambda a=a, b=b: a @ b, cfg)
+        fns = {"zeptograd": lambda za=za, zb=zb: (za @ zb).realize(), "numpy": lambda a=a, b=b: a @ b}
         if torch is not None:
             ta, tb = to_torch(a), to_torch(b)
-            run_lib(row, "torch", lambda ta=ta, tb=tb: ta @ tb, cfg)
+            fns["torch"] = lambda ta=ta, tb=tb: ta @ tb
+        warm = run_row(row, fns, cfg)["zeptograd"]
         # float32 dot products of length n: the error grows with n, so compare against float64 loosely
         check_zg(row, warm, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-3, atol=1e-3 * math.sqrt(n))
         flops = 2 * n**3
@@ -311,19 +351,28 @@ def bench_conv2d(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     w = rng.standard_normal((cout, cin, 3, 3), dtype=np.float32) / math.sqrt(cin * 9)
     row = Row(f"conv2d {n}x{cin}x{h}x{wd}, {cout} 3x3 pad 1")
     zx, zw = Tensor(x).realize(), Tensor(w).realize()
-    warm = run_lib(row, "zeptograd", lambda: zx.conv2d(zw, padding=1).realize(), cfg)
-    run_lib(row, "numpy", lambda: conv2d_np(x, w), cfg)
+    wino = Row(f"conv2d {n}x{cin}x{h}x{wd}, WINO=1")
+
+    def zg_wino() -> Any:
+        with Context(WINO=1):
+            return zx.conv2d(zw, padding=1).realize()
+
+    # the same convolution as Winograd F(4x4, 3x3) (WINO=1) takes its turns with the others, against the same
+    # numpy and torch runs
+    fns = {
+        "zeptograd": lambda: zx.conv2d(zw, padding=1).realize(),
+        "zeptograd WINO=1": zg_wino,
+        "numpy": lambda: conv2d_np(x, w),
+    }
     if torch is not None:
         tx, tw = to_torch(x), to_torch(w)
-        run_lib(row, "torch", lambda: torch.nn.functional.conv2d(tx, tw, padding=1), cfg)
+        fns["torch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
+    warm = run_row(row, fns, cfg, peak_rows={"zeptograd WINO=1": wino})
+    wino.times = {lib: row.times.get(lib) for lib in LIBS}
+    wino.times["zeptograd"] = row.times.pop("zeptograd WINO=1")
     want = conv2d_np(x.astype(np.float64), w.astype(np.float64)).astype(np.float32)
-    check_zg(row, warm, want, rtol=1e-3, atol=1e-4)
-    # the same convolution as Winograd F(4x4, 3x3) (WINO=1), against the same numpy and torch runs
-    wino = Row(f"conv2d {n}x{cin}x{h}x{wd}, WINO=1")
-    with Context(WINO=1):
-        warm = run_lib(wino, "zeptograd", lambda: zx.conv2d(zw, padding=1).realize(), cfg)
-    wino.times.update({lib: row.times.get(lib) for lib in LIBS if lib != "zeptograd"})
-    check_zg(wino, warm, want, rtol=1e-3, atol=1e-4)
+    check_zg(row, warm["zeptograd"], want, rtol=1e-3, atol=1e-4)
+    check_zg(wino, warm["zeptograd WINO=1"], want, rtol=1e-3, atol=1e-4)
     flops = 2 * n * cout * h * wd * cin * 9
     for r in (row, wino):
         rates = [f"{lib} {flops / t / 1e9:.1f}" for lib in LIBS if (t := r.times.get(lib))]
@@ -347,12 +396,15 @@ def bench_pool(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     tx = to_torch(x) if torch is not None else None
     for k, stride, pad in ((2, 2, 0), (3, 2, 1)):
         row = Row(f"max_pool2d {n}x{c}x{h}x{wd}, {k}x{k} s{stride}" + (f" pad {pad}" if pad else ""))
-        warm = run_lib(row, "zeptograd", lambda k=k, s=stride, p=pad: zx.max_pool2d(k, s, padding=p).realize(), cfg)
-        run_lib(row, "numpy", lambda k=k, s=stride, p=pad: max_pool_np(x, k, s, p), cfg)
+        fns = {
+            "zeptograd": lambda k=k, s=stride, p=pad: zx.max_pool2d(k, s, padding=p).realize(),
+            "numpy": lambda k=k, s=stride, p=pad: max_pool_np(x, k, s, p),
+        }
         if tx is not None:
             pool_fn = torch.nn.functional.max_pool2d
-            run_lib(row, "torch", lambda k=k, s=stride, p=pad, f=pool_fn: f(tx, k, s, padding=p), cfg)
-        check_zg(row, warm, max_pool_np(x, k, stride, pad), rtol=0, atol=0)
+            fns["torch"] = lambda k=k, s=stride, p=pad, f=pool_fn: f(tx, k, s, padding=p)
+        warm = run_row(row, fns, cfg)
+        check_zg(row, warm["zeptograd"], max_pool_np(x, k, stride, pad), rtol=0, atol=0)
         yield row
 
 
@@ -362,20 +414,22 @@ def bench_unary(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
         a = rng.standard_normal(n, dtype=np.float32) * np.float32(scale)
         row = Row(f"{name} {fmt_count(n)}")
         za = Tensor(a).realize()
-        warm = run_lib(row, "zeptograd", lambda za=za, name=name: getattr(za, name)().realize(), cfg)
         np_fn = getattr(np, name)
-        run_lib(row, "numpy", lambda a=a, np_fn=np_fn: np_fn(a), cfg)
+        fns = {
+            "zeptograd": lambda za=za, name=name: getattr(za, name)().realize(),
+            "numpy": lambda a=a, np_fn=np_fn: np_fn(a),
+        }
         if torch is not None:
             ta, torch_fn = to_torch(a), getattr(torch, name)
-            run_lib(row, "torch", lambda ta=ta, torch_fn=torch_fn: torch_fn(ta), cfg)
-        check_zg(row, warm, np_fn(a.astype(np.float64)).astype(np.float32), rtol=1e-5, atol=1e-6)
+            fns["torch"] = lambda ta=ta, torch_fn=torch_fn: torch_fn(ta)
+        warm = run_row(row, fns, cfg)
+        check_zg(row, warm["zeptograd"], np_fn(a.astype(np.float64)).astype(np.float32), rtol=1e-5, atol=1e-6)
         yield row
 
 
 def bench_overhead(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     steps = cfg.overhead_steps
     row = Row(f"overhead: x+1 on (4,), {steps} ops")
-    final: dict[str, Any] = {}
 
     def zg_steps() -> Any:
         x = Tensor(np.zeros(4, dtype=np.float32)).realize()
@@ -395,10 +449,10 @@ def bench_overhead(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
             x = x + 1
         return x
 
-    final["zeptograd"] = run_lib(row, "zeptograd", zg_steps, cfg)
-    run_lib(row, "numpy", np_steps, cfg)
+    fns = {"zeptograd": zg_steps, "numpy": np_steps}
     if torch is not None:
-        run_lib(row, "torch", torch_steps, cfg)
+        fns["torch"] = torch_steps
+    final = run_row(row, fns, cfg)
     row.times = {lib: (t / steps if t is not None else None) for lib, t in row.times.items()}
     check_zg(row, final["zeptograd"], np.full(4, steps, dtype=np.float32), rtol=0.0, atol=0.0)
     row.notes.append("times are per op")
@@ -421,9 +475,7 @@ def bench_setitem(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
         nx[1::2, ::3] += 1
         return nx
 
-    warm = run_lib(row, "zeptograd", zg_write, cfg)
-    check_zg(row, None if warm is None else _one_write(a), _one_write_np(a))
-    run_lib(row, "numpy", np_write, cfg)
+    fns: dict[str, Callable[[], Any]] = {"zeptograd": zg_write, "numpy": np_write}
     if torch is not None:
         tx = to_torch(a.copy())
 
@@ -431,7 +483,9 @@ def bench_setitem(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
             tx[1::2, ::3] += 1
             return tx
 
-        run_lib(row, "torch", torch_write, cfg)
+        fns["torch"] = torch_write
+    warm = run_row(row, fns, cfg)
+    check_zg(row, None if warm["zeptograd"] is None else _one_write(a), _one_write_np(a))
     yield row
 
 
