@@ -1,10 +1,12 @@
-"""The CPU devices' thread pool (runtime/cpu_threads.py): every core's chunk runs once per call, in the C pool and
-in the Python fallback, and the pool survives many calls with varying thread counts."""
+"""The CPU devices' thread pool (runtime/cpu_threads.py): every chunk runs once per call, in the C pool and in the
+Python fallback, on THREADS cores at most, a slow chunk leaves the others to the other cores, and the pool survives
+many calls with varying chunk counts."""
 
 from __future__ import annotations
 
 import ctypes
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -26,17 +28,40 @@ def _recorder(nargs: int):
 
 
 @pytest.mark.parametrize("nargs", [1, 3, cpu_threads.MAX_ARGS, cpu_threads.MAX_ARGS + 1])
-@pytest.mark.parametrize("threads", [1, 2, 4])
-def test_every_core_runs_once_with_its_arguments(nargs, threads):
+@pytest.mark.parametrize("chunks", [1, 2, 4, 9])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_every_chunk_runs_once_with_its_arguments(nargs, chunks, threads):
     fn, calls = _recorder(nargs)
     addresses = [4096 * (k + 1) for k in range(nargs)]
-    for _ in range(3):
-        calls.clear()
-        cpu_threads.run(fn, addresses, threads)
-        assert sorted(core for core, _, _ in calls) == list(range(threads))
-        assert all(args == tuple(addresses) for _, args, _ in calls)
-        if nargs <= cpu_threads.MAX_ARGS:  # the C pool: each chunk on a worker of its own (Python's may reuse one)
-            assert len({ident for _, _, ident in calls}) == threads
+    with Context(THREADS=threads):
+        for _ in range(3):
+            calls.clear()
+            cpu_threads.run(fn, addresses, chunks)
+            assert sorted(chunk for chunk, _, _ in calls) == list(range(chunks))
+            assert all(args == tuple(addresses) for _, args, _ in calls)
+            assert len({ident for _, _, ident in calls}) <= min(chunks, threads)
+
+
+@pytest.mark.parametrize("nargs", [2, cpu_threads.MAX_ARGS + 1])  # the C pool, and the Python fallback
+def test_a_slow_chunk_leaves_the_other_chunks_to_the_other_core(nargs):
+    """Chunks are taken, not dealt: while one core is stuck in a slow chunk (as when another process shares its
+    core), the other runs every other chunk, where splitting 8 chunks into two halves would leave it 3 of them."""
+    calls: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def record(*args):
+        if args[-1] == 0:
+            time.sleep(0.3)  # lets go of the GIL, as a kernel does
+        with lock:
+            calls.append((args[-1], threading.get_ident()))
+
+    fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs), ctypes.c_int32)(record)
+    with Context(THREADS=2):
+        cpu_threads.run(fn, [4096] * nargs, 8)
+    assert sorted(chunk for chunk, _ in calls) == list(range(8))
+    assert len({ident for _, ident in calls}) <= 2
+    slow = next(ident for chunk, ident in calls if chunk == 0)
+    assert [chunk for chunk, ident in calls if ident == slow] == [0]
 
 
 def test_many_kernels_in_a_row_give_the_single_thread_values():

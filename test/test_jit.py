@@ -77,7 +77,8 @@ def test_a_replay_calls_its_cpu_kernels_in_one_call(monkeypatch):
     cap = f._capture
     assert cap is not None and f.kernel_count >= 2
     assert len(cap.parts) == 1 and isinstance(cap.parts[0], LaunchList)
-    assert max(cap.parts[0].threads) == (1 if NOOPT.value else 2)  # NOOPT=1: one core
+    chunks = max(cap.parts[0].chunks)
+    assert chunks == 1 if NOOPT.value else chunks % 2 == 0  # NOOPT=1: one call; else chunks for both cores
 
 
 def test_keyword_inputs_and_lazy_inputs():
@@ -426,7 +427,8 @@ def test_a_changed_input_is_an_error_naming_it(call, match):
     with pytest.raises(ArgumentError, match=match):
         call(f)
     a, b = f32(3, 4), f32(3)  # the capture still works after the error
-    np.testing.assert_allclose(f(Tensor(a), y=Tensor(b), k=2).numpy(), a.sum(axis=1) * 2 + b, rtol=1e-5)
+    # float32 sums in another order than numpy's: a sum that cancels to near 0 is off by a few of its terms' ulps
+    np.testing.assert_allclose(f(Tensor(a), y=Tensor(b), k=2).numpy(), a.sum(axis=1) * 2 + b, rtol=1e-5, atol=1e-5)
 
 
 def test_tensors_inside_a_list_argument_are_refused():

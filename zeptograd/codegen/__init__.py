@@ -72,7 +72,7 @@ class ProgramSpec:
     flops: int
     mem_bytes: int
     opts: tuple[Opt, ...] = ()
-    threads: int = 1  # how many calls run the kernel, one per core (a SPECIAL "core" index tells them apart)
+    chunks: int = 1  # how many calls run the kernel, on the cores in turn (a SPECIAL "chunk" index tells them apart)
     # a GPU-style launch (codegen/gpudims.py): work-items per dimension in all, and in one work-group
     launch_global: tuple[int, ...] = ()
     launch_local: tuple[int, ...] = ()
@@ -185,10 +185,10 @@ def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> P
     name = ast_name(ast)
     sink = program[-1]
     applied = applied_opts(sink)
-    threads = next((u.src[0].arg for u in program if u.op is Ops.SPECIAL and u.arg == "core"), 1)
+    chunks = next((u.src[0].arg for u in program if u.op is Ops.SPECIAL and u.arg == "chunk"), 1)
     if DEBUG >= 3:
         print(f"{name}: {list(applied)}")
     check_dtypes(program, renderer)
     src = renderer.render(name, program)
     launch = launch_sizes(program) if getattr(renderer, "has_local", False) else ((), ())
-    return ProgramSpec(name, tuple(program), src, global_size, flops, mem, applied, threads, *launch)
+    return ProgramSpec(name, tuple(program), src, global_size, flops, mem, applied, chunks, *launch)

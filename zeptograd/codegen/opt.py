@@ -12,7 +12,8 @@ take any axis in the full numbering (SWAP: two of one kind).
   kernel computes a register tile per iteration. `n = 0` upcasts the whole axis.
 - `UNROLL(axis, n)`: the same for a reduce axis: the accumulator becomes a vector of n partial results,
   reduced across lanes after the loop.
-- `THREAD(axis, n)`: the output loop is split into n contiguous chunks, one per core: `r = core * N/n + r'`
+- `THREAD(axis, n)`: the output loop is split into n contiguous chunks, which the cores take in turn (a call of the
+  kernel a chunk): `r = chunk * N/n + r'`
   with `core` a SPECIAL index that the runtime sets for each thread.
 - `SWAP(axis, other)`: exchanges the nesting order of two output loops, or of two reduce loops.
 - `PADTO(axis, n)`: the loop runs to the next multiple of n; the extra iterations read nothing (their loads
@@ -135,11 +136,11 @@ def _split(ast: UOp, r: UOp, amount: int, reduce: bool, axis_id: int) -> UOp:
 
 def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
     size = _size(r)
-    core = UOp(Ops.SPECIAL, dtypes.index, (_index(amount),), "core")
+    chunk = UOp(Ops.SPECIAL, dtypes.index, (_index(amount),), "chunk")
     if size == amount:
-        return _rebuild(ast, r, core, ())
+        return _rebuild(ast, r, chunk, ())
     inner = UOp.range(size // amount, r.arg)
-    return _rebuild(ast, r, core * (size // amount) + inner, (inner,))
+    return _rebuild(ast, r, chunk * (size // amount) + inner, (inner,))
 
 
 def _in_bounds(index: UOp) -> bool:

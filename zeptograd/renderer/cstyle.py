@@ -251,8 +251,8 @@ class CRenderer:
         return f"{'' if written else 'const '}{self.type_name(u.dtype.base)}* restrict {name}"
 
     def special(self, u: UOp, params: list[tuple[int, str]]) -> str | None:
-        """A SPECIAL index: the C device's thread index is the last parameter (None: no line of code)."""
-        params.append((1 << 31, f"const {self.type_name(u.dtype)} {u.arg}"))  # the thread index comes last
+        """A SPECIAL index: the C device's chunk index is the last parameter (None: no line of code)."""
+        params.append((1 << 31, f"const {self.type_name(u.dtype)} {u.arg}"))  # the chunk index comes last
         return None
 
     def vector_literal(self, dt: DType, lanes: list[str]) -> str:

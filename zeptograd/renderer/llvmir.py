@@ -198,7 +198,7 @@ class _Function:
             params.append((1 << 30, f"{lltype(u.dtype)} {names[u]}"))  # variables after the buffers
         elif op is Ops.SPECIAL:
             names[u] = f"%{u.arg}"
-            params.append((1 << 31, f"{lltype(u.dtype)} {names[u]}"))  # the thread index comes last
+            params.append((1 << 31, f"{lltype(u.dtype)} {names[u]}"))  # the chunk index comes last
         elif op is Ops.DEFINE_REG:
             assert isinstance(u.dtype, PtrDType)
             names[u] = f"%acc{u.arg}"

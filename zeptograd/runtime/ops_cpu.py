@@ -189,7 +189,7 @@ class CPUDevice:
 
 def _runner(program: ProgramSpec, fn: Any) -> Callable[[Sequence[Buffer]], None]:
     n_args = sum(1 for u in program.uops if u.op.name == "DEFINE_GLOBAL")
-    threads = program.threads
-    fn.argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if threads > 1 else [])
+    chunks = program.chunks
+    fn.argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if chunks > 1 else [])
     fn.restype = None
-    return cpu_threads.buffer_runner(fn, n_args, threads)
+    return cpu_threads.buffer_runner(fn, n_args, chunks)

@@ -6,8 +6,8 @@ CPU has them) and compiled by an MCJIT engine, one per kernel, kept in memory fo
 small kernel compiles in a few milliseconds). No fast-math flags: like the C device, LLVM may not contract
 a*b+c into an FMA on its own, so results agree with the C device and the PYTHON reference.
 
-Threads work as on the CPU device: a kernel with a THREAD opt takes the core index as its last argument, and
-is called once per core (this thread runs chunk 0, the CPU device's pool the others); ctypes releases the GIL
+Threads work as on the CPU device: a kernel with a THREAD opt takes its chunk index as its last argument, and
+is called once per chunk (this thread and the CPU device's pool take the chunks in turn); ctypes releases the GIL
 during each call.
 """
 
@@ -98,7 +98,7 @@ class LLVMDevice:
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
         address = self.compiler.function(program.src, program.name)
         n_args = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
-        threads = program.threads
-        argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if threads > 1 else [])
+        chunks = program.chunks
+        argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if chunks > 1 else [])
         fn = ctypes.CFUNCTYPE(None, *argtypes)(address)
-        return cpu_threads.buffer_runner(fn, n_args, threads)
+        return cpu_threads.buffer_runner(fn, n_args, chunks)

@@ -100,10 +100,10 @@ class PythonProgram:
         if any(u.op is Ops.SPECIAL and u.arg[:4] in ("gidx", "lidx") for u in self.uops):
             self.launch(bufs)
             return
-        # a kernel split across cores runs its chunks one after another here
-        cores = next((u.src[0].arg for u in self.uops if u.op is Ops.SPECIAL), 1)
-        for core in range(cores):
-            for _ in self.run(bufs, core):
+        # a kernel split into chunks (for the cores) runs them one after another here
+        chunks = next((u.src[0].arg for u in self.uops if u.op is Ops.SPECIAL), 1)
+        for chunk in range(chunks):
+            for _ in self.run(bufs, chunk):
                 raise RuntimeError("a BARRIER or WMMA in a program launched without work-groups")
 
     def launch(self, bufs: Sequence[Buffer]) -> None:
@@ -158,13 +158,13 @@ class PythonProgram:
     def run(
         self,
         bufs: Sequence[Buffer],
-        core: int = 0,
+        chunk: int = 0,
         ids: dict[str, int] | None = None,
         shared: dict[UOp, list[Any]] | None = None,
     ) -> Any:
-        """One call of the kernel: the chunk of thread `core`, or the work-item with launch indices `ids`. A
-        generator: it stops at each BARRIER (yielding it) and WMMA (yielding it with the operands, and taking the
-        result back), where the work-items of a group meet."""
+        """One call of the kernel: chunk `chunk` of a kernel split for the cores, or the work-item with launch
+        indices `ids`. A generator: it stops at each BARRIER (yielding it) and WMMA (yielding it with the operands,
+        and taking the result back), where the work-items of a group meet."""
         arrays = [b.array() for b in bufs]
         values: dict[UOp, Any] = {}
         regs: dict[UOp, list[Any]] = {}
@@ -203,7 +203,7 @@ class PythonProgram:
             elif op is Ops.CONST:
                 values[u] = u.arg if u.dtype.count == 1 else (u.arg,) * u.dtype.count
             elif op is Ops.SPECIAL:
-                values[u] = ids[u.arg] if ids is not None and u.arg in ids else core
+                values[u] = ids[u.arg] if ids is not None and u.arg in ids else chunk
             elif op is Ops.DEFINE_LOCAL:
                 assert isinstance(u.dtype, PtrDType) and shared is not None
                 values[u] = shared.setdefault(u, [0] * u.dtype.size)
