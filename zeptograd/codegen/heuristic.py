@@ -86,7 +86,7 @@ TC_WARPS = (2, 4)  # warps a block along m and n (2 x 2: 300-305 TFLOP/s with th
 THREAD_MIN_WORK = 1 << 17
 # a threaded kernel's chunks: up to this many a core, of at least this many element operations each
 CHUNKS_PER_THREAD = 4
-CHUNK_MIN_WORK = 1 << 15
+CHUNK_MIN_WORK = 1 << 16
 SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
 WINDOW_MAX = 4  # a reduce loop this short (a pooling window's side) is unrolled, when its whole window is small
 
