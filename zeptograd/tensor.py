@@ -770,11 +770,16 @@ class Tensor(
                     raise RuntimeError(f"{op}: tensors on different devices ({self.device} and {o.device})")
             elif not isinstance(o, (bool, int, float)):
                 raise TypeError(f"{op}: unsupported operand type {type(o).__name__}")
-        dt = dtype or _promote([self, *others])
-        tensors = [self.cast(dt)] + [
-            o.cast(dt) if isinstance(o, Tensor) else Tensor(UOp.const(dt, o), device=self.device) for o in others
-        ]
-        shape = Tensor._broadcast_shape(op, *(t.shape for t in tensors))
+        if dtype is None and all(isinstance(o, Tensor) and o.dtype is self.dtype for o in others):
+            tensors = [self, *others]  # one dtype: nothing to promote or cast (the common `a * b`)
+        else:
+            dt = dtype or _promote([self, *others])
+            tensors = [self.cast(dt)] + [
+                o.cast(dt) if isinstance(o, Tensor) else Tensor(UOp.const(dt, o), device=self.device) for o in others
+            ]
+        shape = self.shape
+        if any(t.shape != shape for t in tensors):
+            shape = Tensor._broadcast_shape(op, *(t.shape for t in tensors))
         return [t._broadcast_to(shape) for t in tensors]
 
     def _binary(self, op: Ops, x: Any, name: str, reverse: bool = False, dtype: DType | None = None) -> Tensor:
