@@ -347,7 +347,10 @@ class Tensor(
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.uop.shape
+        # the node's cached shape when it has one: tensor ops read shapes a few times each, and the UOp property
+        # is a second call
+        shape = self.uop._shape
+        return shape if shape is not None else self.uop.shape
 
     @property
     def dtype(self) -> DType:
@@ -355,7 +358,8 @@ class Tensor(
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        shape = self.uop._shape
+        return len(shape if shape is not None else self.uop.shape)
 
     def numel(self) -> int:
         return prod(self.shape)
