@@ -323,6 +323,26 @@ def test_a_forked_child_runs_threaded_kernels():
     assert os.WIFEXITED(done[1]) and os.WEXITSTATUS(done[1]) == 0
 
 
+def test_convolution_whose_weight_panel_overflows_l1_takes_one_vector_of_channels(monkeypatch):
+    """A channels-last convolution summing 64 channels x 9 taps: a panel of 32 output channels (72 KiB of weights)
+    overflows a 48 KiB L1, so the tile is one vector of 16 channels by up to 16 columns (14 of 28); with an L1 that
+    holds it, the tile stays 2 vectors wide (by 7 columns). The values are numpy's either way."""
+    from zeptograd.codegen import heuristic
+
+    x, w = _inputs((2, 64, 28, 28), (64, 64, 3, 3), seed=31)
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
+    want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)
+    tiles = {}
+    for l1 in (48 << 10, 1 << 30):
+        monkeypatch.setattr(heuristic, "L1_BYTES", l1)
+        t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+        items, _ = create_schedule([t.uop], ["CPU"])
+        opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
+        tiles[l1] = sorted(o.amount for o in opts if o.op is OptOps.UPCAST)
+        np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)
+    assert tiles == {48 << 10: [14, 16], 1 << 30: [7, 32]}, tiles  # 7: the most rows up to 8 that divide 28
+
+
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 def test_padded_rows_tile_with_some_lanes_always_in_range(device):
     """A convolution's 8 output rows padded to 9 and tiled by 3: the gate of the tile's first two rows is always

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opt, max_local, output_axes, reduce_axes
@@ -88,8 +89,22 @@ THREAD_MIN_WORK = 1 << 17
 CHUNKS_PER_THREAD = 4
 CHUNK_MIN_WORK = 1 << 16
 SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
-L1_BYTES = 48 << 10  # a core's L1 data cache (this machine's Xeon: 48 KiB)
 WINDOW_MAX = 4  # a reduce loop this short (a pooling window's side) is unrolled, when its whole window is small
+
+
+def _l1_data_cache_bytes() -> int:
+    """A core's L1 data cache, from Linux's sysfs (this project's Xeon: 48 KiB); 32 KiB where it is not known."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "1" and (index / "type").read_text().strip() == "Data":
+                size = (index / "size").read_text().strip()
+                return int(size[:-1]) << 10 if size.endswith("K") else int(size)
+        except (OSError, ValueError):
+            continue
+    return 32 << 10
+
+
+L1_BYTES = _l1_data_cache_bytes()
 
 
 def _stride(idx: UOp, r: UOp) -> int | None:
