@@ -176,40 +176,38 @@ def run_row(
     samples: dict[str, list[float]] = {key: [] for key in fns}
     warm: dict[str, Any] = dict.fromkeys(fns)
 
-    def call(key: str) -> float | None:
-        """Seconds one call of `key` took; None when it raised (the key is dropped)."""
+    def call(key: str) -> tuple[float, Any] | None:
+        """(seconds, result) of one call of `key`; None when it raised (the key is dropped)."""
         try:
             t0 = time.perf_counter()
             out = live[key]()
-            elapsed = time.perf_counter() - t0
+            return time.perf_counter() - t0, out
         except Exception as e:
             del live[key]
             row.notes.append(f"{key} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:100])
             print(f"--- {key} failed in {row.name!r}:", file=sys.stderr)
             traceback.print_exc(file=sys.stderr)
             return None
-        if key not in warmed:
-            warm[key] = out
-            warmed.add(key)
-        return elapsed
 
-    warmed: set[str] = set()
     for key in list(live):
         time.sleep(SETTLE_S)
-        if call(key) is not None:  # the warm-up (it compiles); its result is returned
+        if (got := call(key)) is not None:  # the warm-up (it compiles); its result is returned
+            warm[key] = got[1]
             gc.collect()
-            if (first := call(key)) is not None:
-                samples[key].append(first)
+            if (got := call(key)) is not None:
+                samples[key].append(got[0])
     plan = {key: _runs_per_round(samples[key][0], cfg) for key in live}
     for r in range(ROUNDS):
         for key in list(live):
+            if not plan[key][r]:
+                continue
             time.sleep(SETTLE_S)
-            if plan[key][r] and call(key) is None:  # untimed: it wakes the library's threads and caches
+            if call(key) is None:  # untimed: it wakes the library's threads and caches
                 continue
             for _ in range(plan[key][r]):
-                if (elapsed := call(key)) is None:
+                if (got := call(key)) is None:
                     break
-                samples[key].append(elapsed)
+                samples[key].append(got[0])
     for key in fns:
         row.times[key] = statistics.median(samples[key]) if key in live and samples[key] else None
     return warm

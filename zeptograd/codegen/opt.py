@@ -14,7 +14,7 @@ take any axis in the full numbering (SWAP: two of one kind).
   reduced across lanes after the loop.
 - `THREAD(axis, n)`: the output loop is split into n contiguous chunks, which the cores take in turn (a call of the
   kernel a chunk): `r = chunk * N/n + r'`
-  with `core` a SPECIAL index that the runtime sets for each thread.
+  with `chunk` a SPECIAL index that the runtime sets for each call.
 - `SWAP(axis, other)`: exchanges the nesting order of two output loops, or of two reduce loops.
 - `PADTO(axis, n)`: the loop runs to the next multiple of n; the extra iterations read nothing (their loads
   are gated), store nothing, and add the reduction's identity, so a tile of n divides the axis.

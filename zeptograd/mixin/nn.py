@@ -233,15 +233,6 @@ def _movement(u: UOp, op: Ops, arg: Any) -> UOp:
     return UOp(op, u.dtype, (u,), arg)
 
 
-def _chain(u: UOp, src: UOp) -> list[UOp]:
-    """The nodes of movement chain `u` down to (not including) `src`."""
-    nodes = []
-    while u is not src:
-        nodes.append(u)
-        u = u.src[0]
-    return nodes
-
-
 def _fit_axis(u: UOp, axis: int, size: int) -> UOp:
     """Axis `axis` of `u` cut or zero-padded at its end to `size` elements."""
     n = u.shape[axis]
@@ -299,7 +290,7 @@ class NNMixin:
         # the axes are now (*lead, o1, k1, o2, k2, ...): windows first, taps last
         order = (*range(nl), *(nl + 2 * i for i in range(n)), *(nl + 2 * i + 1 for i in range(n)))
         u = _movement(u, Ops.PERMUTE, order)
-        if any(node.op is Ops.PAD for node in _chain(u, self.uop)):
+        if any(node.op is Ops.PAD for node in u.toposort(gate=lambda node: node is not self.uop)):
             return type(self)._from_uop(u, self.device)
         return self._new(u)
 
