@@ -270,6 +270,24 @@ def test_reshape_of_contiguous_is_a_view_of_its_buffer(device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_the_base_of_a_realized_reshape_reads_its_buffer(device: str):
+    # y = t.sum(1).reshape(...) keeps the sum's tensor alive as y's base. Realizing y fills one buffer in row-major
+    # order, which holds the sum's values too: the base reads that buffer, with no kernel of its own afterwards
+    ((a, ta),) = inputs(device, (4, 3, 6))
+    s = ta.sum(1)
+    y = s.reshape(2, 12)
+    assert kernels(y) == 1
+    assert kernels(s) == 0
+    close(s, a.astype(np.float64).sum(1))
+    # the two are still one value: a write through the view reaches the base
+    y[0, :5] = 7.0
+    want = a.astype(np.float64).sum(1)
+    want.reshape(2, 12)[0, :5] = 7.0
+    close(s, want)
+    close(y, want.reshape(2, 12))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_value_used_twice_is_computed_once(device: str):
     # s feeds two outputs realized together: one kernel for the sum and at most one per consumer, 3 at most.
     # The count is a bound, not an exact number: a scheduler may write p and q from one kernel with two outputs

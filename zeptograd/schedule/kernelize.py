@@ -409,4 +409,18 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
         buf = buffer_of(views[inner])
         assert buf is not None, "a realized node's view is a view of its buffer"
         views[u] = view_of(buf, u.shape)
+    _view_reshaped_sources(views)
     return items, views
+
+
+def _view_reshaped_sources(views: dict[UOp, UOp]) -> None:
+    """A realized RESHAPE's buffer holds its source's values too, in the same order: a reshape keeps row-major
+    order. So the lazy nodes under a realized chain of RESHAPEs become views of that buffer, and a tensor that holds
+    one (the base of the view `t.sum(1).reshape(...)` returned) reads it instead of a graph to substitute."""
+    for u, v in list(views.items()):
+        buf = buffer_of(v)
+        while u.op is _RESHAPE and buf is not None:
+            u = u.src[0]
+            if u in views or buffer_of(u) is not None:
+                break
+            views[u] = view_of(buf, u.shape)
