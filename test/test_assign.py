@@ -63,6 +63,27 @@ def test_reads_before_see_old_reads_after_see_new(order: str, device: str):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_reads_of_several_assigned_buffers_see_old_values_from_one_copy_each(device: str, monkeypatch):
+    # two lazy reads of two buffers that one realize assigns: both keep the old contents, and each buffer is
+    # copied aside once for all its readers
+    import zeptograd.engine.realize as engine
+
+    copies = []
+    real_copy = engine.copy_buffers
+    monkeypatch.setattr(engine, "copy_buffers", lambda bufs: copies.append(bufs) or real_copy(bufs))
+    a = Tensor([1.0, 2, 3], device=device).realize()
+    b = Tensor([10.0, 20, 30], device=device).realize()
+    both = a * b + 1
+    total = (a + b).sum()
+    Tensor.realize(a.assign(a + 100), b.assign(b * 2))
+    assert len(copies) == 2
+    eq(both, [11, 41, 91])
+    eq(total, 66)
+    eq(a, [101, 102, 103])
+    eq(b, [20, 40, 60])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_view_made_before_sees_new_values(device: str):
     # a view shares the buffer (as in PyTorch and numpy): it reads what the buffer holds after the assign;
     # a computation made before (the sum) read the old values

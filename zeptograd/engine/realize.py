@@ -142,28 +142,48 @@ def _read_from(root: UOp, b: UOp, old: UOp, store: UOp, cache: dict[UOp, UOp]) -
 
 def _snapshot_stale_reads(pending: list[Any]) -> bool:
     """Copy aside the old contents of each buffer that `pending` assigns while a live tensor still reads them, and
-    point those reads at the copy. Returns whether any tensor was changed."""
+    point those reads at the copy (one copy a buffer, shared by its readers). Returns whether any tensor was
+    changed."""
     roots = UOp(Ops.SINK, src=tuple(t.uop for t in pending))
     stores = [u for u in roots.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.BUFFER]
     if not stores:
         return False
+    targets = {store.src[0] for store in stores}
+    olds: dict[UOp, UOp] = {}
+
+    def old_of(b: UOp) -> UOp:
+        if b not in olds:
+            olds[b] = new_buffer(b.arg[1], b.arg[2], b.dtype)
+            copy_buffers([buffer_for(olds[b]), buffer_for(b)])
+        return olds[b]
+
     changed = False
-    # the buffers each live tensor's graph mentions at all: only those that mention b can read it
-    mentions: dict[UOp, set[UOp]] = {}
-    for t in live_tensors:
-        if t.uop not in mentions:
-            mentions[t.uop] = {u for u in t.uop.toposort() if u.op is Ops.BUFFER}
+    redirected: dict[UOp, UOp] = {}  # a graph without assignments -> the same graph reading the copies
+    assigning: list[Any] = []  # live tensors whose graphs assign too
+    for t in _live_tensors():
+        graph = t.uop.toposort()
+        mentioned = {u for u in graph if u.op is Ops.BUFFER} & targets
+        if not mentioned:
+            continue
+        if any(u.op is Ops.STORE for u in graph):
+            assigning.append(t)
+            continue
+        # no assignment in the graph: every mention of an assigned buffer is a read of its old contents (the walk
+        # above is the only one this tensor costs: a loss that reads every parameter an optimizer updates)
+        if t.uop not in redirected:
+            redirected[t.uop] = t.uop.substitute({b: old_of(b) for b in mentioned})
+        t.uop = redirected[t.uop]
+        changed = True
+    # a graph that assigns: its reads of b through the assignments that run before the STORE to b (the STORE's own
+    # value) read what those leave, so only the others are pointed at the copy
+    mentions = {t.uop: {u for u in t.uop.toposort() if u.op is Ops.BUFFER} for t in assigning}
     for store in stores:
         b = store.src[0]
         before = {u for u in store.toposort() if u.op is Ops.STORE}
-        readers = [t for t in live_tensors if b in mentions[t.uop] and _reads(t.uop, b, before)]
-        if not readers:
-            continue
-        old = new_buffer(b.arg[1], b.arg[2], b.dtype)
-        copy_buffers([buffer_for(old), buffer_for(b)])
+        readers = [t for t in assigning if b in mentions[t.uop] and _reads(t.uop, b, before)]
         cache: dict[UOp, UOp] = {}
         for t in readers:
-            t.uop = _read_from(t.uop, b, old, store, cache)
+            t.uop = _read_from(t.uop, b, old_of(b), store, cache)
             mentions[t.uop] = {u for u in t.uop.toposort() if u.op is Ops.BUFFER}
             changed = True
     return changed
