@@ -814,22 +814,24 @@ class Tensor(
         return self if dt is self.dtype else self._new(self.uop.cast(dt))
 
     def _axes(self, axis: int | Sequence[int] | None, op: str) -> tuple[int, ...]:
+        ndim = self.ndim
         if axis is None:
-            return tuple(range(self.ndim))
+            return tuple(range(ndim))
         axis = axis_arg(axis, op)
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        bound = max(ndim, 1)
         out = []
         for a in axes:
-            if not isinstance(a, int) or isinstance(a, bool):
+            if type(a) is not int and (not isinstance(a, int) or isinstance(a, bool)):
                 raise TypeError(f"{op}: axis must be an int, got {a!r}")
-            if not -max(self.ndim, 1) <= a < max(self.ndim, 1):
+            if not -bound <= a < bound:
                 raise IndexError(
-                    f"{op}: axis {a} is out of range for a tensor of {self.ndim} dimensions (shape {self.shape})"
+                    f"{op}: axis {a} is out of range for a tensor of {ndim} dimensions (shape {self.shape})"
                 )
-            out.append(a % self.ndim if self.ndim else 0)
+            out.append(a % ndim if ndim else 0)
         if len(set(out)) != len(out):
             raise ArgumentError(f"{op}: axis {axis} repeats an axis")
-        return tuple(sorted(set(out))) if self.ndim else ()
+        return tuple(sorted(out)) if ndim else ()
 
     def _reduce(self, op: Ops, axis: Any, keepdim: bool, name: str, acc_dtype: DType) -> Tensor:
         axes = self._axes(axis, name)

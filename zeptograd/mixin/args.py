@@ -19,6 +19,8 @@ def shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
     """A shape given as varargs `(2, 3)` or one sequence `((2, 3),)`."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    if all(type(s) is int for s in shape):  # plain ints, the common case: nothing to convert (bool is not int here)
+        return tuple(shape)
     out = []
     for s in shape:
         # anything with __index__ is an int (numpy integers too, as in PyTorch); bools and floats are not
@@ -31,7 +33,9 @@ def shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
 def axis_arg(axis: Any, op: str) -> Any:
     """Checks that `axis` is None, an int or a sequence of ints (the elements are checked by `Tensor._axes`), so a
     float or None element fails naming the op rather than deep inside the axis normalization."""
-    if axis is None or isinstance(axis, int) or (isinstance(axis, Sequence) and not isinstance(axis, str)):
+    if axis is None or type(axis) in (int, tuple, list):  # the common cases, without an ABC check (a microsecond)
+        return axis
+    if isinstance(axis, int) or (isinstance(axis, Sequence) and not isinstance(axis, str)):
         return axis
     raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
 

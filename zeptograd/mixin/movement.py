@@ -51,7 +51,7 @@ class MovementMixin:
         """`dim` normalized to [0, ndim) (ndim defaults to self.ndim). As in PyTorch, a 0-d tensor takes dims 0
         and -1 (they name the tensor itself; 0 is returned)."""
         n = self.ndim if ndim is None else ndim
-        d = int_arg(dim, op, "dim")
+        d = dim if type(dim) is int else int_arg(dim, op, "dim")
         lo, hi = -max(n, 1), max(n, 1) - 1
         if not lo <= d <= hi:
             raise IndexError(f"{op}: dim {d} is out of range [{lo}, {hi}] for a tensor of shape {self.shape}")
@@ -228,14 +228,13 @@ class MovementMixin:
         (4, 2, 3)
         """
         axes = shape_arg(order, "permute")
-        if len(axes) != self.ndim:
-            raise ArgumentError(
-                f"permute: {axes} names {len(axes)} axes, the tensor of shape {self.shape} has {self.ndim}"
-            )
-        norm = tuple(self._movement_dim(a, "permute") for a in axes)
+        ndim = self.ndim
+        if len(axes) != ndim:
+            raise ArgumentError(f"permute: {axes} names {len(axes)} axes, the tensor of shape {self.shape} has {ndim}")
+        norm = tuple([self._movement_dim(a, "permute", ndim) for a in axes])
         if len(set(norm)) != len(norm):
             raise ArgumentError(f"permute: {axes} repeats an axis (shape {self.shape})")
-        if norm == tuple(range(self.ndim)):
+        if norm == tuple(range(ndim)):
             return self
         return self._new(UOp(Ops.PERMUTE, self.dtype, (self.uop,), norm))
 
