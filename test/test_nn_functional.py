@@ -324,6 +324,28 @@ POOL_CASES = [
 ]
 
 
+@pytest.mark.parametrize(
+    "x_shape,w_shape,kwargs",
+    [
+        ((8, 64, 56, 56), (64, 64, 3, 3), {"padding": 1}),  # channels-last copies of input and weight
+        ((2, 8, 96, 96), (8, 8, 3, 3), {"padding": 1}),  # a padded copy of the input
+        ((2, 4, 9, 9), (6, 2, 3, 3), {"groups": 2, "stride": 2, "padding": 1}),  # no copy
+        ((2, 3, 10), (5, 3, 3), {"dilation": 2}),
+        ((1, 4, 5, 6, 7), (2, 4, 2, 3, 2), {"padding": 1}),
+    ],
+)
+def test_conv_graph_built_as_uops_is_the_tensor_ops_graph(x_shape, w_shape, kwargs, monkeypatch):
+    # conv2d builds its graph from UOps directly when one float dtype sums in one stage; an explicit `dtype` takes
+    # the tensor ops (x * w).sum(...), which must build the very same nodes (hash-consing makes them one object)
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.standard_normal(x_shape, dtype=np.float32))
+    w = Tensor(rng.standard_normal(w_shape, dtype=np.float32))
+    with monkeypatch.context() as m:
+        m.setattr(Tensor, "sum", lambda *a, **k: pytest.fail("the UOp path called Tensor.sum"))
+        direct = x.conv2d(w, **kwargs)
+    assert direct.uop is x.conv2d(w, dtype="float32", **kwargs).uop
+
+
 @pytest.mark.no_roundtrip
 @pytest.mark.parametrize("n", [1, 5, 8])
 @pytest.mark.parametrize("k,s,d", [(1, 1, 1), (1, 2, 3), (2, 2, 1), (2, 3, 1), (3, 1, 1), (3, 2, 2), (2, 1, 3)])

@@ -20,6 +20,7 @@ from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import WINO, ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
+from zeptograd.mixin.reduce import SPLIT_SUM
 from zeptograd.runtime.device import cpu_layouts
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
@@ -218,8 +219,14 @@ def _winograd(x: Tensor, w: Tensor, pads: list[tuple[int, int]]) -> Tensor:
 def _channels_last(t: Tensor) -> Tensor:
     """`t` (N, C, *spatial) read from a channels-last copy: the same values, stored as (N, *spatial, C)."""
     n = t.ndim - 2
-    moved = t.permute(0, *range(2, 2 + n), 1).contiguous()
-    return moved.permute(0, n + 1, *range(1, 1 + n))
+    return type(t)._from_uop(_stored_as(t.uop, (0, *range(2, 2 + n), 1)), t.device)
+
+
+def _stored_as(u: UOp, order: tuple[int, ...]) -> UOp:
+    """`u` read from a copy stored with its axes in `order` (what `t.permute(order).contiguous()` stores), seen in
+    its own axis order again."""
+    stored = UOp(Ops.CONTIGUOUS, u.dtype, (_movement(u, Ops.PERMUTE, order),))
+    return _movement(stored, Ops.PERMUTE, tuple(order.index(i) for i in range(len(order))))
 
 
 def _movement(u: UOp, op: Ops, arg: Any) -> UOp:
@@ -269,6 +276,17 @@ def _window_axis(u: UOp, axis: int, k: int, s: int, d: int) -> UOp:
     return _movement(u, Ops.PERMUTE, tuple(order))
 
 
+def _windows(u: UOp, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> UOp:
+    """The sliding windows of `u` over its last len(kernel) axes (see `NNMixin._pool`): (*lead, *out, *kernel)."""
+    n = len(kernel)
+    nl = len(u.shape) - n
+    for axis, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
+        u = _window_axis(u, nl + 2 * axis, k, s, d)
+    # the axes are now (*lead, o1, k1, o2, k2, ...): windows first, taps last
+    order = (*range(nl), *(nl + 2 * i for i in range(n)), *(nl + 2 * i + 1 for i in range(n)))
+    return _movement(u, Ops.PERMUTE, order)
+
+
 class NNMixin:
     """Tensor methods for neural networks."""
 
@@ -282,14 +300,7 @@ class NNMixin:
         dilated kernel fits its (already padded) axis. The movement ops are built as UOps, with no checks and no
         tensor between them (a convolution's windows took 0.45 ms of Python as a dozen tensor ops). Windows that
         overlap read a zero-padded copy of the axis, so they are a new value, not a view that writes reach self."""
-        n = len(kernel)
-        nl = self.ndim - n
-        u = self.uop
-        for axis, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
-            u = _window_axis(u, nl + 2 * axis, k, s, d)
-        # the axes are now (*lead, o1, k1, o2, k2, ...): windows first, taps last
-        order = (*range(nl), *(nl + 2 * i for i in range(n)), *(nl + 2 * i + 1 for i in range(n)))
-        u = _movement(u, Ops.PERMUTE, order)
+        u = _windows(self.uop, kernel, stride, dilation)
         if any(node.op is Ops.PAD for node in u.toposort(gate=lambda node: node is not self.uop)):
             return type(self)._from_uop(u, self.device)
         return self._new(u)
@@ -406,19 +417,37 @@ class NNMixin:
             y = _winograd(self, weight, pads)
             return y if bias is None else y + bias.reshape(1, cout, 1, 1)
         x = self.pad(((0, 0), (0, 0), *pads))
+        # the graph is built as UOps, with no tensor op (and its checks) between them: the conv2d of bench/ops.py
+        # took 0.6 ms of Python as tensor ops
+        u, wu = x.uop, weight.uop
         if _materialize_padding(x) and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN:
-            x = _channels_last(x)
-            # the weight stored as (*k, Cin, Cout), read as (Cout, Cin, *k)
-            weight = weight.permute(*range(2, 2 + n), 1, 0).contiguous().permute(n + 1, n, *range(n))
+            u = _stored_as(u, (0, *range(2, 2 + n), 1))
+            wu = _stored_as(wu, (*range(2, 2 + n), 1, 0))  # the weight stored as (*k, Cin, Cout)
         elif any(p != (0, 0) for p in pads) and _materialize_padding(x):
-            x = x.contiguous()
-        x = x._pool(kernel, stride, dilation)  # (N, Cin, *out, *kernel)
-        out = x.shape[2 : 2 + n]
+            u = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
+        u = _windows(u, kernel, stride, dilation)  # (N, Cin, *out, *kernel)
+        out = u.shape[2 : 2 + n]
         # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
-        x = x.reshape(bs, groups, 1, cin_g, *out, *kernel)
-        w = weight.reshape(1, groups, cout // groups, cin_g, *(1,) * n, *kernel)
-        acc = tensor_dtype(dtype, op) if dtype is not None else None
-        y = (x * w).sum((3, *range(4 + n, 4 + 2 * n)), dtype=acc).reshape(bs, cout, *out)
+        u = _movement(u, Ops.RESHAPE, (bs, groups, 1, cin_g, *out, *kernel))
+        wu = _movement(wu, Ops.RESHAPE, (1, groups, cout // groups, cin_g, *(1,) * n, *kernel))
+        axes = (3, *range(4 + n, 4 + 2 * n))
+        dt = self.dtype
+        if (
+            dtype is None
+            and weight.dtype is dt
+            and dt in (dtypes.float32, dtypes.float64)
+            and cin_g * prod(kernel) <= SPLIT_SUM
+        ):
+            # what (x * w).sum(axes) builds for one float dtype and a sum short enough for one stage
+            full = (bs, groups, cout // groups, cin_g, *out, *kernel)
+            prods = _movement(u, Ops.EXPAND, full).alu(Ops.MUL, _movement(wu, Ops.EXPAND, full))
+            summed = UOp(Ops.REDUCE_AXIS, dt, (prods,), (Ops.ADD, axes))
+            summed = _movement(summed, Ops.RESHAPE, tuple(s for i, s in enumerate(full) if i not in axes))
+            y = type(self)._from_uop(_movement(summed, Ops.RESHAPE, (bs, cout, *out)), self.device)
+        else:
+            xt, wt = type(self)._from_uop(u, self.device), type(self)._from_uop(wu, self.device)
+            acc = tensor_dtype(dtype, op) if dtype is not None else None
+            y = (xt * wt).sum(axes, dtype=acc).reshape(bs, cout, *out)
         return y if bias is None else y + bias.reshape(1, cout, *(1,) * n)
 
     def conv_transpose2d(
