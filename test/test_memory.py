@@ -227,6 +227,25 @@ def test_overlapping_lifetimes_get_distinct_memory():
     np.testing.assert_allclose(result, ((x2n - 3) * x1n * 2 + x2n).sum(), rtol=1e-4)
 
 
+def test_schedule_whose_buffers_all_live_to_the_end_skips_the_planner(monkeypatch):
+    # two copies read only by the last kernel (a convolution's input and weight copies): no two buffers can share,
+    # so the realize does not plan (nor walk the live tensors for intermediates); the value is still right
+    import zeptograd.engine.realize as engine
+
+    calls = []
+    monkeypatch.setattr(engine, "plan_memory", lambda *a: calls.append(a) or 0)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((64, 32), dtype=np.float32), rng.standard_normal((32, 64), dtype=np.float32)
+    x, y = Tensor(a).realize(), Tensor(b).realize()
+    out = x.T.contiguous() + (y * 2).contiguous()  # three kernels: two copies, then the sum that reads both
+    np.testing.assert_allclose(out.numpy(), a.T + b * 2, rtol=1e-6)
+    assert calls == []
+    # a chain, where the first intermediate dies before the third is written, is planned
+    chain = ((x + 1).contiguous() * 2).contiguous()
+    (chain - 3).contiguous().sum().realize()
+    assert len(calls) == 1
+
+
 @pytest.mark.no_roundtrip
 def test_same_schedule_again_reuses_the_arena():
     a = np.random.default_rng(3).standard_normal(MiB // 4, dtype=np.float32)

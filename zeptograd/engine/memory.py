@@ -40,6 +40,23 @@ def lifetimes(items: Sequence[ScheduleItem], bufs: Iterable[UOp]) -> dict[UOp, t
     return spans
 
 
+def can_share(items: Sequence[ScheduleItem]) -> bool:
+    """Could any two buffers the schedule writes share memory: does one's last use come before another's first
+    write? (When none does, as in a convolution whose input and weight copies are both read by its last kernel,
+    the planner and the walk of live tensors that finds the intermediates are skipped.)
+
+    >>> from zeptograd.schedule.kernelize import ScheduleItem as Item
+    >>> can_share([Item(None, ("a", "x")), Item(None, ("b", "a")), Item(None, ("c", "b"))])  # a dies before c
+    True
+    >>> can_share([Item(None, ("a", "x")), Item(None, ("b", "x")), Item(None, ("c", "a", "b"))])
+    False
+    """
+    spans = lifetimes(items, (item.bufs[0] for item in items))
+    if not spans:
+        return False
+    return min(last for _, last in spans.values()) < max(first for first, _ in spans.values())
+
+
 def assign_offsets(blocks: Sequence[tuple[int, int, int]]) -> tuple[list[int], int]:
     """Byte offsets for blocks `(nbytes, first, last)` such that two blocks whose spans `first..last` (both
     included) overlap have disjoint byte ranges, and the size of the arena that holds them all.

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from zeptograd.codegen import ProgramSpec, get_program
 from zeptograd.dtype import dtypes
-from zeptograd.engine.memory import plan_memory
+from zeptograd.engine.memory import can_share, plan_memory
 from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.device import Device
@@ -347,7 +347,7 @@ def realize(tensors: Iterable[Lazy]) -> None:
     device_of = {t.uop: t.device for t in pending}
     items, views = schedule(roots, [device_of[r] for r in roots], structure)
     # two intermediates can share only if one dies before the other is written: that takes 3 items at least
-    if len(items) >= 3 and not NO_MEMORY_PLANNER:
+    if len(items) >= 3 and not NO_MEMORY_PLANNER and can_share(items):
         saved = plan_memory(items, _intermediates(roots, items, views))
         if DEBUG >= 2 and saved:
             print(f"*** memory planner: intermediates share memory, {saved / (1 << 20):.2f} MiB saved")
