@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from zeptograd.dtype import dtypes
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
+from zeptograd.uop.shape import inverse_permutation
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -50,10 +51,6 @@ def custom_gradient(name: str) -> Callable[[Callable[..., Grads]], Callable[...,
 def _t(u: UOp, like: Tensor) -> Tensor:
     """The tensor-graph node `u` as a Tensor on `like`'s device."""
     return type(like)(u, device=like.device)
-
-
-def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(sorted(range(len(order)), key=lambda i: order[i]))
 
 
 def _reduced_axes(ret: UOp) -> tuple[int, ...]:
@@ -151,7 +148,7 @@ pm_gradient = PatternMatcher(
         # movement ops move the gradient back: reshape back, permute by the inverse, sum what was expanded,
         # shrink what was padded, pad what was shrunk, flip again
         (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (ctx.reshape(ret.src[0].shape),), "reshape"),
-        (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(_inverse(ret.arg)),), "permute"),
+        (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(inverse_permutation(ret.arg)),), "permute"),
         (UPat(Ops.EXPAND, name="ret"), lambda ctx, ret: (_sum_to(ctx, ret.src[0].shape),), "expand"),
         (UPat(Ops.PAD, name="ret"), lambda ctx, ret: (_unpad(ctx, ret),), "pad"),
         (UPat(Ops.SHRINK, name="ret"), lambda ctx, ret: (_unshrink(ctx, ret),), "shrink"),

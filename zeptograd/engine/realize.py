@@ -160,6 +160,7 @@ def _snapshot_stale_reads(pending: list[Any]) -> bool:
     changed = False
     redirected: dict[UOp, UOp] = {}  # a graph without assignments -> the same graph reading the copies
     assigning: list[Any] = []  # live tensors whose graphs assign too
+    mentions: dict[UOp, set[UOp]] = {}  # their graphs -> the assigned buffers each mentions
     for t in _live_tensors():
         graph = t.uop.toposort()
         mentioned = {u for u in graph if u.op is Ops.BUFFER} & targets
@@ -167,6 +168,7 @@ def _snapshot_stale_reads(pending: list[Any]) -> bool:
             continue
         if any(u.op is Ops.STORE for u in graph):
             assigning.append(t)
+            mentions[t.uop] = mentioned
             continue
         # no assignment in the graph: every mention of an assigned buffer is a read of its old contents (the walk
         # above is the only one this tensor costs: a loss that reads every parameter an optimizer updates)
@@ -176,7 +178,6 @@ def _snapshot_stale_reads(pending: list[Any]) -> bool:
         changed = True
     # a graph that assigns: its reads of b through the assignments that run before the STORE to b (the STORE's own
     # value) read what those leave, so only the others are pointed at the copy
-    mentions = {t.uop: {u for u in t.uop.toposort() if u.op is Ops.BUFFER} for t in assigning}
     for store in stores:
         b = store.src[0]
         before = {u for u in store.toposort() if u.op is Ops.STORE}
@@ -184,7 +185,7 @@ def _snapshot_stale_reads(pending: list[Any]) -> bool:
         cache: dict[UOp, UOp] = {}
         for t in readers:
             t.uop = _read_from(t.uop, b, old_of(b), store, cache)
-            mentions[t.uop] = {u for u in t.uop.toposort() if u.op is Ops.BUFFER}
+            mentions[t.uop] = {u for u in t.uop.toposort() if u.op is Ops.BUFFER} & targets
             changed = True
     return changed
 

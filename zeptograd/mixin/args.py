@@ -33,9 +33,9 @@ def shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
 def axis_arg(axis: Any, op: str) -> Any:
     """Checks that `axis` is None, an int or a sequence of ints (the elements are checked by `Tensor._axes`), so a
     float or None element fails naming the op rather than deep inside the axis normalization."""
-    if axis is None or type(axis) in (int, tuple, list):  # the common cases, without an ABC check (a microsecond)
-        return axis
-    if isinstance(axis, int) or (isinstance(axis, Sequence) and not isinstance(axis, str)):
+    # the common types are tested first: they need no ABC check (a microsecond)
+    common = axis is None or type(axis) in (int, tuple, list)
+    if common or isinstance(axis, int) or (isinstance(axis, Sequence) and not isinstance(axis, str)):
         return axis
     raise TypeError(f"{op}: axis must be an int or a sequence of ints, got {axis!r}")
 

@@ -21,6 +21,7 @@ from zeptograd.mixin.args import compute_dtype, tensor_dtype
 from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.runtime.device import cpu_layouts
 from zeptograd.uop.ops import Ops
+from zeptograd.uop.shape import inverse_permutation
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -149,7 +150,7 @@ def fragment_permutation(
 def _fragment_ordered(x: Any, block: tuple[int, int], order: FragmentOrder, rows_first: bool) -> Any:
     """`x` (..., R, C) copied into fragment order (`fragment_permutation`) and read back as (..., R, C)."""
     split, perm = fragment_permutation(x.shape, block, order, rows_first)
-    inverse = tuple(perm.index(i) for i in range(len(perm)))
+    inverse = inverse_permutation(perm)
     stored = x.reshape(*split).permute(*perm)
     # copied as one flat run (a kernel with one axis: whole work-groups on a GPU, not loops over seven small axes)
     flat = stored.reshape(math.prod(x.shape)).contiguous().reshape(stored.shape)

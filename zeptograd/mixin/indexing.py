@@ -26,6 +26,7 @@ import numpy as np
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import ArgumentError
 from zeptograd.uop.ops import Ops
+from zeptograd.uop.shape import inverse_permutation
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -415,7 +416,7 @@ class IndexingMixin:
         placed = pick.reshape(*((1,) * no), nbe, total).where(vo, 0).sum(-2).cast(self.dtype)
         hit = (winner >= 0)._broadcast_to((*oshape, total))
         sizes = tuple(vshape[a] for a in adv.axes)
-        inv = _inverse_perm((*others, *adv.axes))
+        inv = inverse_permutation((*others, *adv.axes))
         placed = placed.reshape(*oshape, *sizes).permute(*inv)
         hit = hit.reshape(*oshape, *sizes).permute(*inv)
         self.assign(basic.place(hit, self.shape).where(basic.place(placed, self.shape), self))
@@ -704,13 +705,6 @@ def _broadcastable(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
     if len(src) > len(dst):
         return False
     return all(s in (1, d) for s, d in zip(src, dst[len(dst) - len(src) :]))
-
-
-def _inverse_perm(order: Sequence[int]) -> tuple[int, ...]:
-    inv = [0] * len(order)
-    for i, o in enumerate(order):
-        inv[o] = i
-    return tuple(inv)
 
 
 def _floor_div(a: Tensor, b: Tensor) -> Tensor:

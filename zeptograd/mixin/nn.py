@@ -23,7 +23,7 @@ from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
 from zeptograd.mixin.reduce import SPLIT_SUM
 from zeptograd.runtime.device import cpu_layouts
 from zeptograd.uop.ops import Ops, UOp
-from zeptograd.uop.shape import prod
+from zeptograd.uop.shape import inverse_permutation, prod
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -226,7 +226,7 @@ def _stored_as(u: UOp, order: tuple[int, ...]) -> UOp:
     """`u` read from a copy stored with its axes in `order` (what `t.permute(order).contiguous()` stores), seen in
     its own axis order again."""
     stored = UOp(Ops.CONTIGUOUS, u.dtype, (_movement(u, Ops.PERMUTE, order),))
-    return _movement(stored, Ops.PERMUTE, tuple(order.index(i) for i in range(len(order))))
+    return _movement(stored, Ops.PERMUTE, inverse_permutation(order))
 
 
 def _movement(u: UOp, op: Ops, arg: Any) -> UOp:

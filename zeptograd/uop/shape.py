@@ -67,6 +67,19 @@ def prod(shape: Iterable[int]) -> int:
     return math.prod(shape)
 
 
+def inverse_permutation(order: Iterable[int]) -> Shape:
+    """The permutation that undoes `order`: permuting by `order`, then by this, gives the axes back.
+
+    >>> inverse_permutation((2, 0, 1))
+    (1, 2, 0)
+    """
+    order = tuple(order)
+    inverse = [0] * len(order)
+    for i, axis in enumerate(order):
+        inverse[axis] = i
+    return tuple(inverse)
+
+
 def strides_for(shape: Shape) -> Shape:
     """Row-major (C order) element strides of `shape`.
 
