@@ -144,7 +144,10 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     )
     _check(sink, "after devectorize")
     sink = merge_loops(graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators"))
-    sink = graph_rewrite(sink, symbolic + constant_gates + lane_loads, name="simplify")
+    # a GPU's vector loads are a WMMA operand's 16-byte runs (fragment_load_lanes), kept whole when lanes are taken
+    gpu_fragments = getattr(renderer, "fragment_load_lanes", 1) > 1
+    rules = symbolic + constant_gates if gpu_fragments else symbolic + constant_gates + lane_loads
+    sink = graph_rewrite(sink, rules, name="simplify")
     if applied_opts(sink) or (renderer is not None and not NOOPT):
         sink = graph_rewrite(sink, fuse_multiply_add, name="fused multiply-add")
     _check(sink, "after accumulators")

@@ -141,27 +141,40 @@ class _Devectorizer:
         self.chunks[u] = out
 
     def fragment(self, v: UOp) -> UOp:
-        """A WMMA operand: one vector load where its lanes are elements `i, i+1, ...` of one buffer, ungated, with
-        `i` a multiple of the lanes (a fragment-ordered copy of the operand: a GPU loads 16 bytes at once, aligned);
-        else its lanes as devectorized (a load each)."""
+        """A WMMA operand: vector loads of up to `fragment_lanes` lanes, each where its lanes are elements `i, i+1,
+        ...` of one buffer, ungated, with `i` a multiple of its lanes (a fragment-ordered copy of the operand: a GPU
+        loads 16 bytes at once, aligned); else its lanes as devectorized (a load each)."""
         n = v.dtype.count
-        if self.fragment_lanes < n or n & (n - 1):
+        w = min(n, self.fragment_lanes)
+        if n & (n - 1) or w == 1:
             return self.get(v, 0, n)
-        found = [_load_lane(v, k) for k in range(n)]
+        runs = []
+        for start in range(0, n, w):
+            if (run := self._run(v, start, w)) is None:
+                return self.get(v, 0, n)
+            runs.append(run)
+        if len(runs) == 1:
+            return runs[0]
+        # the lanes of the loads in turn (kept whole: simplify's lane_loads is off for such a renderer)
+        lanes = tuple(UOp(Ops.GEP, v.dtype.scalar(), (run,), (k,)) for run in runs for k in range(w))
+        return UOp(Ops.VECTORIZE, v.dtype, lanes)
+
+    def _run(self, v: UOp, start: int, w: int) -> UOp | None:
+        """Lanes start .. start + w of the WMMA operand `v` as one vector load (see `fragment`), or None."""
+        found = [_load_lane(v, k) for k in range(start, start + w)]
         lanes = [x for x in found if x is not None and len(x[0].src) == 1]
-        if len(lanes) != n or len({ld.src[0].src[0] for ld, _ in lanes}) != 1:
-            return self.get(v, 0, n)
+        if len(lanes) != w or len({ld.src[0].src[0] for ld, _ in lanes}) != 1:
+            return None
         picked = []
         for ld, k in lanes:
             addresses, gates = self._addresses(ld.src[0], ld.dtype.count)
             if gates is not None:
-                return self.get(v, 0, n)
+                return None
             picked.append(addresses[k])
-        if _offsets(picked) != list(range(n)) or not _divides(picked[0], n):
-            return self.get(v, 0, n)
-        load = lanes[0][0]
-        ptr = self.get(load.src[0].src[0], 0, 1)
-        return ptr.index(picked[0]).load(dtype=v.dtype)
+        if _offsets(picked) != list(range(w)) or not _divides(picked[0], w):
+            return None
+        ptr = self.get(lanes[0][0].src[0].src[0], 0, 1)
+        return ptr.index(picked[0]).load(dtype=v.dtype.scalar().vec(w))
 
     def gep(self, u: UOp, start: int, w: int) -> UOp:
         lanes = u.arg[start : start + w]
