@@ -48,7 +48,8 @@ On a GPU-style device (`renderer.has_local`: CL) there are no threads; instead:
 
 - a matmul-shaped kernel that the device's tensor cores compute (fp16 operands summed in float32 on CUDA and PTX;
   its sizes multiples of the tensor core's) gets TC, then a tile of `TC_TILE` output blocks a warp (the loaded
-  fragments shared by its WMMAs) and `TC_WARPS` warps a block;
+  fragments shared by its WMMAs) and `TC_WARPS` warps a block; with the warpgroup MMA (an H100's CUDA device) one
+  64 x 128 block a warpgroup and `WGMMA_GROUPS` warpgroups a block;
 - a matmul-shaped kernel keeps the CPU's register tile (below), not a grouped reduction: each thread's loaded
   values serve several outputs;
 
@@ -83,6 +84,10 @@ GPU_GROUP_MIN_REDUCE = 256  # on a GPU, a shorter row is summed by one thread in
 LOCAL_SIZE = 64
 TC_TILE = (2, 8)  # WMMA blocks a warp along m and n: 2 A and 8 B fragments loaded for 16 WMMAs (H100 sweep)
 TC_WARPS = (2, 4)  # warps a block along m and n (2 x 2: 300-305 TFLOP/s with the k loop unrolled, 2 x 4: 320)
+# a warpgroup MMA (sm_90a) computes a 64 x 128 block itself: one a warpgroup, and 2 warpgroups a block along m, which
+# read the same B (an H100, fp16 4096^3, the kernel alone: 349 TFLOP/s; 1 x 1: 330, 1 x 2: 344)
+WGMMA_TILE = (1, 1)
+WGMMA_GROUPS = (2, 1)
 # below this a kernel runs in less time than waking the other cores (runtime/cpu_threads.py) costs
 THREAD_MIN_WORK = 1 << 17
 # a threaded kernel's chunks: up to this many a core, of at least this many element operations each
@@ -551,7 +556,8 @@ def _tensor_core_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
         return opts
     wmma = next(u for u in ast.toposort() if u.op is Ops.WMMA)
     a_loops, b_loops = _loops(wmma.src[0]), _loops(wmma.src[1])
-    for (upcast, local), side, other in zip(zip(TC_TILE, TC_WARPS), (a_loops, b_loops), (b_loops, a_loops)):
+    tile, warps = (TC_TILE, TC_WARPS) if wmma.arg.threads == 32 else (WGMMA_TILE, WGMMA_GROUPS)
+    for (upcast, local), side, other in zip(zip(tile, warps), (a_loops, b_loops), (b_loops, a_loops)):
         # the block loop along m (n): the output loop only the A (B) fragments read
         loop = next((r for r in output_axes(ast) if r in side and r not in other), None)
         for op, most in ((OptOps.UPCAST, upcast), (OptOps.LOCAL, local)):

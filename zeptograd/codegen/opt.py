@@ -28,13 +28,13 @@ take any axis in the full numbering (SWAP: two of one kind).
 - `TC(axis, amount)` (a device with tensor cores, codegen/tensor_cores.py): a matmul-shaped reduction (a sum over
   products of two operands of the tensor core's input dtype, accumulated in its output dtype) becomes one WMMA a
   step of K per warp. `axis` picks the pair of output axes (m, n) among those that fit, `amount` the device's
-  tensor core. The warp's lanes become the work-item index `lidx0` (so TC comes first, before other GPU opts);
-  m and n become loops over blocks of M and N, k a loop over steps of K, and each lane's share of an output block
-  a lane index (UNROLL) over its C elements: `expand` makes the WMMA's D one vector, and the code after the
-  reduction (a cast, a bias, the store) vector code over it. Each operand's elements are the operand read at the
-  positions the tensor core's layout gives (the lane's A elements, its B elements). An UPCAST after TC gives each
-  warp several output blocks (one WMMA and accumulator each, sharing the loaded fragments); UNROLL and GROUP
-  after TC are refused.
+  tensor core. The warp's lanes (a warpgroup's 128 for Hopper's wgmma) become the work-item index `lidx0` (so TC
+  comes first, before other GPU opts); m and n become loops over blocks of M and N, k a loop over steps of K, and
+  each lane's share of an output block a lane index (UNROLL) over its C elements: `expand` makes the WMMA's D one
+  vector, and the code after the reduction (a cast, a bias, the store) vector code over it. Each operand's elements
+  are the operand read at the positions the tensor core's layout gives (the lane's A elements, its B elements). An
+  UPCAST after TC gives each warp several output blocks (one WMMA and accumulator each, sharing the loaded
+  fragments); UNROLL and GROUP after TC are refused.
 
 The GPU opts are refused unless the caller says the device has work-groups (`max_local`, the most work-items a
 group may have): the CPU refuses them.

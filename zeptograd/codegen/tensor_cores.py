@@ -9,8 +9,9 @@ as another, its C elements as a third, and gives its D elements as a vector like
 The TC opt (codegen/opt.py) builds each lane's vectors from these positions. The PYTHON device executes WMMA by
 its definition with the same positions: it gathers the warp's vectors into whole matrices, multiplies them and
 hands each lane its elements of D. So the opt and the op's meaning are checked against numpy on any machine, and
-a GPU checks the positions against the hardware's (the PTX ISA's fragment tables for `mma.m16n8k16`; no AMD GPU is
-at hand to check RDNA3's).
+a GPU checks the positions against the hardware's (the PTX ISA's fragment tables for `mma.m16n8k16` and wgmma's;
+no AMD GPU is at hand to check RDNA3's). A tensor core of `threads` 128 is Hopper's warpgroup MMA (`wgmma`): four
+warps compute one 64 x N block, and the CUDA renderer's helper passes B to it through shared memory.
 
 >>> tc = tensor_cores("CUDA")[0]
 >>> tc, tc.dims, [tc.a(5, i) for i in range(2)]
@@ -20,6 +21,7 @@ at hand to check RDNA3's).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +34,8 @@ from zeptograd.uop.render import PYRENDER_GLOBALS
 Position = Callable[[Any, Any], tuple[Any, Any]]  # (lane, element) -> (row, column); ints or index UOps
 # a block stored in fragment order, as a reshape and a permute: the block's rows split into axes of these sizes
 # (outer first), its columns likewise, and the order of those axes in memory (indices into rows + columns), so
-# that lane l's elements are elements l * count .. l * count + count - 1 of the stored block
+# that lane l's elements are elements l * count .. l * count + count - 1 of the stored block (mma.sync's), or each
+# 16 bytes of them the (128 j + l)-th 16 bytes of the block (wgmma's: j = 0, 1, ...)
 FragmentOrder = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
@@ -53,6 +56,7 @@ class TensorCore:
     # 8-byte load, functional.py); None where no such order is given
     a_order: FragmentOrder | None = None
     b_order: FragmentOrder | None = None
+    arch: str = "sm_80"  # the oldest NVIDIA architecture with the instruction (AMD's: unused)
 
     @property
     def operand_dtype(self) -> DType:
@@ -125,6 +129,82 @@ MMA_M16N8K16_F16 = TensorCore(
 MMA_M16N8K16_BF16 = dataclasses.replace(MMA_M16N8K16_F16, name="mma_m16n8k16_bf16_f32", dtype_in=dtypes.bfloat16)
 
 
+# NVIDIA's warpgroup MMA (`wgmma.mma_async`, sm_90a): the 4 warps of a warpgroup (128 threads, lane 32w + l) compute
+# a 64 x N block. A comes from registers: warp w holds rows 16w .. 16w + 15 of each 16 columns of k as mma.m16n8k16
+# holds its A (element 8c + j: k chunk c, mma's element j). D likewise: warp w's rows, each 8 columns as mma's C
+# (element 4j + e: columns 8j .., mma's element e). B is read from shared memory: the CUDA renderer's helper stores
+# lane l's elements 8j .. 8j + 7 as 16-byte row 128 j + l of a tile whose 16-row chunks are NVIDIA's core matrices
+# without swizzle (8 rows of n, each 8 contiguous values of k, 128 bytes), the two k halves of a chunk 128 bytes
+# apart, the next 8 columns 256 bytes on: element (k, n) of the tile at
+# 16N (k // 16) + 128 (n // 8) + 64 (k // 8 % 2) + 8 (n % 8) + k % 8.
+def _wgmma_a(lane: Any, i: Any) -> tuple[Any, Any]:
+    row, col = _mma_a(lane % 32, i % 8)
+    return row + 16 * (lane // 32), col + 16 * (i // 8)
+
+
+def _wgmma_c(lane: Any, i: Any) -> tuple[Any, Any]:
+    row, col = _mma_c(lane % 32, i % 4)
+    return row + 16 * (lane // 32), col + 8 * (i // 4)
+
+
+def _row_digit(lane: Any, j: int, low: int, size: int) -> Any:
+    """Digit `r // low % size` of row `r = 128 j + lane` (powers of two all), written so that no division divides a
+    sum of the lane's part and j's: the simplifier then sees which of a lane's elements are neighbours in memory,
+    and the devectorizer loads them at once."""
+    if low * size <= 128:
+        return lane // low % size
+    if low >= 128:
+        return j // (low // 128) % size
+    return lane // low + j % (low * size // 128) * (128 // low)
+
+
+def _wgmma_b(n: int, k: int) -> Position:
+    # the digits of a 16-byte row of the shared B tile, (place value, size) in rows: nl, kh, n8, chunk
+    digits = ((1, 8), (8, 2), (16, n // 8), (2 * n, k // 16))
+
+    def b(lane: Any, i: Any) -> tuple[Any, Any]:
+        # lane l's elements 8j .. 8j + 7 are row 128 j + l of the tile
+        nl, kh, n8, chunk = (_row_digit(lane, i // 8, low, size) for low, size in digits)
+        return 16 * chunk + 8 * kh + i % 8, 8 * n8 + nl
+
+    return b
+
+
+def wgmma(n: int, k: int, dtype_in: DType = dtypes.float16) -> TensorCore:
+    """The warpgroup MMA computing 64 x `n` blocks over `k` (a multiple of 16: one instruction a 16) from `dtype_in`
+    (float16 or bfloat16) into float32 (see the comment above).
+
+    >>> tc = wgmma(128, 16)
+    >>> tc.name, tc.elements, tc.b(1, 0), tc.c(33, 5)
+    ('wgmma_m64n128k16_f16_f32', (8, 16, 64), (0, 1), (16, 11))
+    """
+    if n & (n - 1) or not 64 <= n <= 256 or k & (k - 1) or k < 16:
+        raise ValueError(f"wgmma: n must be a power of two from 64 to 256 and k one from 16, got n={n}, k={k}")
+    return _wgmma(n, k, dtype_in)
+
+
+@functools.cache  # one object a shape: WMMA UOps compare their tensor cores by identity
+def _wgmma(n: int, k: int, dtype_in: DType) -> TensorCore:
+    kind = "bf16" if dtype_in is dtypes.bfloat16 else "f16"
+    return TensorCore(
+        f"wgmma_m64n{n}k{k}_{kind}_f32",
+        (64, n, k),
+        dtype_in,
+        dtypes.float32,
+        128,
+        (k // 2, k * n // 128, n // 2),
+        _wgmma_a,
+        _wgmma_b(n, k),
+        _wgmma_c,
+        # A (rows w h g, columns c q t p) stored c w g t q h p: lane 32w + 4g + t's elements 8c + 4q + 2h + p are the
+        # 16 bytes at 128c + lane; B (rows c kh kl, columns n8 nl) stored c n8 kh nl kl, the shared tile's order.
+        # So a warp's load of 16 bytes a lane reads 512 contiguous bytes, and its stores into the tile fill them
+        a_order=((4, 2, 8), (k // 16, 2, 4, 2), (3, 0, 2, 5, 4, 1, 6)),
+        b_order=((k // 16, 2, 8), (n // 8, 8), (0, 3, 1, 4, 2)),
+        arch="sm_90a",
+    )
+
+
 def _bfloat16_values(lanes: list[Any]) -> list[list[float]]:
     """Each lane's bfloat16 bit patterns as the floats they hold (a bfloat16 is the high half of a float32)."""
     bits = np.array(lanes, dtype=np.uint32) << 16
@@ -172,6 +252,9 @@ _TENSOR_CORES: dict[str, tuple[TensorCore, ...]] = {
 
 def tensor_core(name: str) -> TensorCore:
     """The tensor core called `name` (how pyrender's source and pickles name one)."""
+    if name.startswith("wgmma_"):
+        n, k = name.split("m64n")[1].split("_")[0].split("k")
+        return wgmma(int(n), int(k), dtypes.bfloat16 if "_bf16_" in name else dtypes.float16)
     return next(tc for tcs in _TENSOR_CORES.values() for tc in tcs if tc.name == name)
 
 

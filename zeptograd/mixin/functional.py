@@ -19,7 +19,7 @@ from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
 from zeptograd.renderer.cstyle import VECTOR_LANES
-from zeptograd.runtime.device import cpu_layouts
+from zeptograd.runtime.device import Device, cpu_layouts
 from zeptograd.uop.ops import Ops
 from zeptograd.uop.shape import inverse_permutation
 
@@ -117,7 +117,10 @@ def _fragment_core(a: Any, b: Any, dt: DType) -> TensorCore | None:
     """The tensor core whose fragment order `a @ b` copies its operands into (None: no copies): a device with one
     for dtype `dt`, the operands of that dtype, sizes multiples of its blocks, and work enough to pay."""
     (m, k), n = a.shape[-2:], b.shape[-1]
-    for tc in tensor_cores(a.device.split(":")[0]):
+    device = a.device.split(":")[0]
+    # an open device's renderer knows its GPU's tensor cores (an H100's warpgroup MMA); else the device kind's
+    renderer = getattr(Device._opened.get(device), "renderer", None)
+    for tc in getattr(renderer, "tensor_cores", None) or tensor_cores(device):
         bm, bn, bk = tc.dims
         fits = m % bm == 0 and n % bn == 0 and k % bk == 0 and m * n * k >= FRAGMENT_MIN_WORK
         ordered = tc.a_order is not None and tc.b_order is not None

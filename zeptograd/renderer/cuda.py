@@ -15,7 +15,9 @@ has (it budgets registers for that many). What differs from the C device's C:
 Vectors are not rendered (every op is one lane: `max_lanes` is 1; float4 loads and stores are still to come),
 except a tensor core's fragments: WMMA (the TC opt, codegen/tensor_cores.py) takes a lane's A and B elements as
 `zg_half8` and `zg_half4`, its accumulator as `zg_float4` (structs of arrays, so `x.v[i]` is one lane), and is a
-call of a helper around the `mma.sync` instruction, written into the kernels that use it.
+call of a helper around the `mma.sync` instruction, written into the kernels that use it. A renderer for sm_90a
+(`CUDARenderer("sm_90a")`, the CUDA device's on an H100 or H200) offers the warpgroup MMA first: its helper stores
+each lane's B into shared memory and calls `wgmma.mma_async` (`wgmma_helper`).
 
 >>> from zeptograd import Tensor
 >>> from zeptograd.codegen import get_program
@@ -32,7 +34,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16, TensorCore
+from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16, TensorCore, wgmma
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS, CRenderer, render_const
 from zeptograd.uop.ops import Ops, UOp
@@ -75,13 +77,14 @@ __device__ __forceinline__ long long floormod(long long a, long long b) {
 }
 """
 
-# the vector types a WMMA's fragments need: (lane dtype, lanes) -> struct name, and the struct's alignment
+# the vector types a WMMA's fragments need: (lane dtype, lanes) -> struct name, and the struct's alignment (16 bytes
+# at most: a fragment is loaded 16 bytes an instruction). mma.sync's are 8 halves, 4 halves and 4 floats; a wgmma's
+# up to 128 halves of B and 128 floats of D
+FRAGMENT_BASES = {dtypes.float32: "float", dtypes.float16: "half", dtypes.uint16: "ushort"}  # uint16: bfloat16 bits
 FRAGMENT_TYPES: dict[tuple[DType, int], tuple[str, int]] = {
-    (dtypes.float32, 4): ("zg_float4", 16),
-    (dtypes.float16, 8): ("zg_half8", 16),
-    (dtypes.float16, 4): ("zg_half4", 8),
-    (dtypes.uint16, 8): ("zg_ushort8", 16),  # bfloat16 fragments: their bits
-    (dtypes.uint16, 4): ("zg_ushort4", 8),
+    (dt, count): (f"zg_{name}{count}", min(16, count * dt.itemsize))
+    for dt, name in FRAGMENT_BASES.items()
+    for count in range(4, 129, 4)
 }
 
 # mma.sync for one lane: its A elements packed two 16-bit values to a 32-bit register (the first in the low bits),
@@ -97,6 +100,82 @@ MMA_HELPER = """__device__ __forceinline__ zg_float4 zg_NAME(A_TYPE a, B_TYPE b,
 }
 """
 MMA_TYPES = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}  # the instruction's name for A's and B's dtype
+
+# wgmma for one lane of a warpgroup (codegen/tensor_cores.py's wgmma): its B elements go into the warpgroup's tile of
+# shared memory, which the instruction reads by a descriptor; A (two 16-bit values a register) and the accumulators
+# are registers. One asm statement (not volatile: its only effects are its registers and its own tile) stores the
+# lane's 16-byte rows, makes the stores visible to the tensor core's reads (fence.proxy.async), waits at the
+# warpgroup's own barrier (1 + its index) until the whole tile is stored, issues one wgmma a 16 of k and waits for
+# them (the accumulators are the caller's again). The descriptor (PTX ISA, "matrix descriptor"): the tile's
+# address, the byte offsets between core matrices adjacent along k (WGMMA_K_STRIDE) and along n (WGMMA_N_STRIDE),
+# each over 16, no swizzle; an H100 computed the right products with these, and wrong ones with the two exchanged
+# (bench/cuda.py --wgmma). The shape (an H100, fp16 4096^3, the kernel alone): n 128 and k 32 with 2 warpgroups a
+# block 349 TFLOP/s; k 16: 251-289, k 64: 223-338 (k 128 with bank conflicts before the rows were interleaved: 86)
+WGMMA_STAGES = 2  # shared tiles a warpgroup uses in turn (1: a barrier more a step, 314 against 349 TFLOP/s)
+WGMMA_SHAPE = (128, 32)  # the n and k of the warpgroup MMA the sm_90a renderer offers
+WGMMA_K_STRIDE = 128
+WGMMA_N_STRIDE = 256
+
+
+SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ memory a block may declare
+
+
+def wgmma_shared_bytes(uops: Sequence[UOp]) -> int:
+    """The bytes of shared memory one warpgroup's wgmma helpers declare (their B tiles, WGMMA_STAGES of each)."""
+    return sum(
+        2 * WGMMA_STAGES * tc.dims[1] * tc.dims[2]
+        for tc in {u.arg for u in uops if u.op is Ops.WMMA and u.arg.threads == 128}
+    )
+
+
+def wgmma_helper(tc: TensorCore, groups: int) -> str:
+    """The CUDA C helper of a wgmma tensor core for blocks of `groups` warpgroups (see WGMMA_K_STRIDE's comment).
+    With WGMMA_STAGES = 2 each warpgroup has two tiles, used in turn (the kernel's `zg_stage` says which): the
+    wgmma that read a tile was waited for by every warp before the barrier after the other tile's stores, so the
+    first barrier goes."""
+    stages = WGMMA_STAGES
+    _, n, k = tc.dims
+    a_count, b_count, c_count = tc.elements
+    a_type, b_type = (FRAGMENT_TYPES[(tc.operand_dtype, count)][0] for count in (a_count, b_count))
+    c_type = FRAGMENT_TYPES[(dtypes.float32, c_count)][0]
+    tile = k * n  # 16-bit values in a warpgroup's tile
+    a_regs, b_regs = a_count // 2, b_count // 2
+    first_a, first_b = c_count, c_count + a_regs
+    at, desc, bar = first_b + b_regs, first_b + b_regs + 1, first_b + b_regs + 2
+    accumulators = ", ".join(f"%{i}" for i in range(c_count))
+    lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;"] + ([f"bar.sync %{bar}, 128;"] if stages == 1 else [])
+    for i in range(0, b_regs, 4):  # each 16 bytes of the lane's, 2048 bytes (the warpgroup's 16 bytes) apart
+        values = ", ".join(f"%{first_b + j}" for j in range(i, i + 4))
+        lines.append(f"st.shared.v4.b32 [%{at}+{512 * i}], {{{values}}};")
+    lines += ["fence.proxy.async.shared::cta;", f"bar.sync %{bar}, 128;", "wgmma.fence.sync.aligned;", ".reg .b64 d;"]
+    kind = MMA_TYPES[tc.dtype_in]
+    for chunk in range(k // 16):
+        a = ", ".join(f"%{first_a + 4 * chunk + j}" for j in range(4))
+        lines.append(f"add.s64 d, %{desc}, {chunk * 32 * n // 16};")  # the chunk's 16 x n tile, 32n bytes on
+        lines.append(
+            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{accumulators}}}, {{{a}}}, d, p, 1, 1, 0;"
+        )
+    lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
+    asm = "\n      ".join(f'"{line}\\n"' for line in lines)
+    outputs = ", ".join(f'"+f"(c.v[{i}])' for i in range(c_count))
+    inputs = ", ".join([f'"r"(x[{i}])' for i in range(a_regs)] + [f'"r"(y[{i}])' for i in range(b_regs)])
+    return f"""__device__ __forceinline__ {c_type} zg_{tc.name}({a_type} a, {b_type} b, {c_type} c, unsigned& stage) {{
+  __shared__ __align__(128) unsigned short tiles[{groups * stages * tile}];
+  const unsigned thread = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  const unsigned base = (unsigned)__cvta_generic_to_shared(tiles + ((thread / 128) * {stages} + stage) * {tile});
+  stage = (stage + 1) % {stages};
+  const unsigned at = base + (thread % 128) * 16;
+  const unsigned long long desc = (unsigned long long)((base & 0x3FFFF) >> 4) | ({WGMMA_K_STRIDE >> 4}ull << 16) |
+    ({WGMMA_N_STRIDE >> 4}ull << 32);
+  const unsigned* x = reinterpret_cast<const unsigned*>(&a);
+  const unsigned* y = reinterpret_cast<const unsigned*>(&b);
+  asm(
+      {asm}
+      : {outputs}
+      : {inputs}, "r"(at), "l"(desc), "r"(thread / 128 + 1));
+  return c;
+}}
+"""
 
 
 def mma_helper(tc: TensorCore) -> str:
@@ -126,7 +205,7 @@ def min_blocks(uops: Sequence[UOp], threads: int) -> int:
     >>> min_blocks([], 128)
     0
     """
-    wmmas = sum(1 for u in uops if u.op is Ops.WMMA)
+    wmmas = sum(1 for u in uops if u.op is Ops.WMMA and u.arg.threads == 32)  # mma.sync's
     return TC_THREADS_PER_SM // threads if 0 < wmmas <= TC_MAX_WMMAS and threads < TC_THREADS_PER_SM else 0
 
 
@@ -177,10 +256,19 @@ class CUDARenderer(CRenderer):
     has_local = True  # launched over blocks of threads: codegen/gpudims.py makes the launch indices
     max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
     local_size = 256  # threads a block the heuristic aims for: 8 warps, several blocks resident on each SM
-    tensor_cores = (MMA_M16N8K16_F16, MMA_M16N8K16_BF16)  # mma.sync, sm_80 and later
-    fragment_load_lanes = 8  # a WMMA operand in one 16-byte load where it is contiguous and aligned
+    fragment_load_lanes = 8  # a WMMA operand in 16-byte loads where they are contiguous and aligned
     _tensor_cores = False  # the program being rendered has WMMAs (its loops get TC_UNROLL)
+    _warpgroups = False  # ... and they are warpgroup MMAs (a zg_stage counter for their shared tiles)
     packs_narrow_values = True  # the heuristic gives an elementwise kernel's threads 4 bytes of 1- or 2-byte values
+
+    def __init__(self, arch: str = "sm_80") -> None:
+        """`arch`: the GPU's architecture the kernels are compiled for: mma.sync tensor cores from sm_80, and on
+        sm_90a (an H100's or H200's own) the warpgroup MMA first (WGMMA_SHAPE), which the heuristic then picks."""
+        self.arch = arch
+        mma = (MMA_M16N8K16_F16, MMA_M16N8K16_BF16)
+        self.tensor_cores: tuple[TensorCore, ...] = mma
+        if arch == "sm_90a":
+            self.tensor_cores = (wgmma(*WGMMA_SHAPE), wgmma(*WGMMA_SHAPE, dtypes.bfloat16), *mma)
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every scalar dtype C has, half and double included (every GPU from sm_53 on has both).
@@ -255,7 +343,8 @@ class CUDARenderer(CRenderer):
             return "__syncthreads();"
         if u.op is Ops.WMMA:
             names[u] = f"wmma{sum(1 for x in names if x.op is Ops.WMMA)}"
-            return self.declare(u.dtype, names[u], f"{self.wmma_helper(u.arg)}({', '.join(src)})")
+            args = [*src, "zg_stage"] if u.arg.threads == 128 else src  # a wgmma's shared tile in turn
+            return self.declare(u.dtype, names[u], f"{self.wmma_helper(u.arg)}({', '.join(args)})")
         return super().other(u, src, names)
 
     def wmma_helper(self, tc: TensorCore) -> str:
@@ -268,6 +357,12 @@ class CUDARenderer(CRenderer):
         self._block = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
         self._min_blocks = min_blocks(uops, self._block)
         self._tensor_cores = any(u.op is Ops.WMMA for u in uops)
+        self._warpgroups = any(u.op is Ops.WMMA and u.arg.threads == 128 for u in uops)
+        if self._warpgroups and (shared := self._block // 128 * wgmma_shared_bytes(uops)) > SHARED_LIMIT:
+            raise ValueError(
+                f"{name}: its warpgroup MMAs need {shared} bytes of shared memory a block, more than the "
+                f"{SHARED_LIMIT} a kernel may declare (fewer warpgroups a block, or a smaller k)"
+            )
         return super().render(name, uops)
 
     def loop(self, dt: DType, name: str, bound: str) -> str:
@@ -276,7 +371,8 @@ class CUDARenderer(CRenderer):
 
     def head(self, name: str, args: str) -> str:
         bounds = f"{self._block}, {self._min_blocks}" if self._min_blocks else f"{self._block}"
-        return f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({args}) {{'
+        head = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({args}) {{'
+        return head + "\n  unsigned zg_stage = 0;" if self._warpgroups else head
 
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
         used = {u.dtype.scalar() for u in uops} | {u.dtype.base.scalar() for u in uops if isinstance(u.dtype, PtrDType)}
@@ -287,7 +383,8 @@ class CUDARenderer(CRenderer):
             for f in fragments
             if f in FRAGMENT_TYPES
         )
-        mma = "".join(mma_helper(tc) for tc in dict.fromkeys(u.arg for u in uops if u.op is Ops.WMMA))
+        tcs = dict.fromkeys(u.arg for u in uops if u.op is Ops.WMMA)
+        mma = "".join(mma_helper(tc) if tc.threads == 32 else wgmma_helper(tc, self._block // 128) for tc in tcs)
         return half + PRELUDE + structs + mma + (FLOOR_HELPERS if needs_floor else "")
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:

@@ -435,8 +435,9 @@ class CUDADevice:
     def __init__(self) -> None:
         _load_nvrtc()  # a missing compiler is found before the GPU is touched
         self.driver = _Driver()
-        self.arch = self.driver.arch
-        self.renderer: CUDARenderer | PTXRenderer = CUDARenderer()
+        # an H100's or H200's kernels are built for sm_90a, the arch-specific target that has the warpgroup MMA
+        self.arch = "sm_90a" if self.driver.arch == "sm_90" else self.driver.arch
+        self.renderer: CUDARenderer | PTXRenderer = CUDARenderer(self.arch)
         self.allocator = CUDAAllocator(self.driver)
         self._functions: dict[tuple[str, str], TieredKernel] = {}
         self._modules: list[ctypes.c_void_p] = []  # kept loaded for the session (their functions are cached)
