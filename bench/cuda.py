@@ -15,6 +15,10 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
    its CUDA C (the k loop unrolled, the other choice of a minimum of blocks an SM), other plans for the copies, and
    a hand-written kernel that stages row-major operands through shared memory (bench/cuda_smem_matmul.cu):
    leads for the renderer.
+   With --wgmma (an H100 or H200) only this: small fp16 and bf16 matmuls on the warpgroup MMA against numpy,
+   with its shared-memory descriptor's strides as rendered and exchanged (the second must fail), then the fp16
+   matmul with each warpgroup MMA shape of WGMMA_SHAPES: `x @ y` whole, and its kernel alone under each
+   WGMMA_GROUPS (warpgroups a block) and, for the first, other unroll counts and one shared tile instead of two.
 3. first call   a kernel never seen before (a fresh constant) on CUDA and on PTX: the whole first call, then its
                 phases one by one (schedule, codegen, NVRTC's quick build, module load, launch, copy back), NVRTC to
                 PTX with the driver's JIT instead of NVRTC's CUBIN, and the optimized build that replaces the quick
@@ -158,6 +162,11 @@ def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experime
         )
     for device in [d for d in ("CUDA", "PTX", "TRITON") if Device.usable(d)]:
         dev = Device[device]
+        # these plans are mma.sync's (its tiles of blocks a warp): on an H100 the warpgroup MMA is set aside for them,
+        # and its own sweep is --wgmma
+        offered = getattr(dev.renderer, "tensor_cores", ())
+        if offered:
+            dev.renderer.tensor_cores = tuple(tc for tc in offered if tc.threads == 32)
         x, y = Tensor(x_np, device=device).realize(), Tensor(y_np, device=device).realize()
         items, _ = create_schedule([(x @ y).uop], [device])
         *copies, item = items
@@ -217,6 +226,113 @@ def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experime
             ops_cuda.FAST_OPTIONS = saved
             ops_cuda._compiled.clear()
             dev._functions.clear()
+        if offered:
+            dev.renderer.tensor_cores = offered
+
+
+# the warpgroup MMA's sweep (sm_90a): its n and k, and warpgroups a block along m and n
+WGMMA_SHAPES = ((128, 32), (128, 16), (128, 64), (64, 64), (256, 16))
+WGMMA_GROUPS = ((2, 1), (1, 1), (1, 2), (4, 1))
+
+
+def wgmma_check(rng: np.random.Generator) -> None:
+    """Small fp16 and bf16 matmuls whose kernels use the warpgroup MMA, against numpy: the layouts of
+    codegen/tensor_cores.py's wgmma and the shared-memory descriptor's strides (renderer/cuda.py) on the hardware,
+    with the two strides as written and exchanged."""
+    from zeptograd.codegen.tensor_cores import wgmma
+    from zeptograd.renderer import cuda
+
+    dev = Device["CUDA"]
+    for strides in ((cuda.WGMMA_K_STRIDE, cuda.WGMMA_N_STRIDE), (cuda.WGMMA_N_STRIDE, cuda.WGMMA_K_STRIDE)):
+        saved = cuda.WGMMA_K_STRIDE, cuda.WGMMA_N_STRIDE
+        cuda.WGMMA_K_STRIDE, cuda.WGMMA_N_STRIDE = strides
+        for n, k in ((128, 16), (64, 32), (256, 16)):
+            for dt in (dtypes.float16, dtypes.bfloat16):
+                tc = wgmma(n, k, dt)
+                x_np = rng.standard_normal((128, 64)).astype(np.float32)
+                y_np = rng.standard_normal((64, 256)).astype(np.float32)
+                x = Tensor(x_np, device="CUDA").cast(dt).realize()
+                y = Tensor(y_np, device="CUDA").cast(dt).realize()
+                want = x.cast(dtypes.float32).numpy().astype(np.float64) @ y.cast(dtypes.float32).numpy()
+                items, _ = create_schedule([(x @ y).cast(dtypes.float32).uop], ["CUDA"])
+                (item,) = items
+                assert item.ast is not None
+                renderer = cuda.CUDARenderer(dev.arch)
+                renderer.tensor_cores = (tc,)
+                try:
+                    program = get_program(item.ast, renderer, [Opt(OptOps.TC, 0, 0)])
+                    bufs = [buffer_for(b).allocate() for b in item.bufs]
+                    dev.runner(program)(bufs)
+                    got = bufs[0].numpy().reshape(want.shape)
+                    bad = np.argwhere(np.abs(got - want) > 1e-2 * np.abs(want).max())
+                    err = f"max rel err {np.abs(got - want).max() / np.abs(want).max():.1e}, {len(bad)} wrong"
+                    err += f" (first {bad[:4].tolist()})" if len(bad) else ""
+                except Exception as e:
+                    err = f"{type(e).__name__}: {str(e)[:400]}"
+                print(f"  wgmma check strides {strides} {tc.name}: {err}")
+        cuda.WGMMA_K_STRIDE, cuda.WGMMA_N_STRIDE = saved
+
+
+def wgmma_sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator) -> None:
+    """The fp16 matmul with the warpgroup MMA of each shape in WGMMA_SHAPES (its operands copied into that shape's
+    fragment order), the kernel alone under each WGMMA_GROUPS and the source edits of SOURCE_VARIANTS, and the whole
+    `x @ y` under the heuristic's plan."""
+    from zeptograd.codegen.tensor_cores import wgmma
+    from zeptograd.renderer import cuda
+
+    dev = Device["CUDA"]
+    saved = dev.renderer.tensor_cores
+    x_np = rng.standard_normal((size, size)).astype(np.float16)
+    y_np = rng.standard_normal((size, size)).astype(np.float16)
+    want = x_np[:64].astype(np.float32) @ y_np.astype(np.float32)
+    x, y = Tensor(x_np, device="CUDA").realize(), Tensor(y_np, device="CUDA").realize()
+    for n, k in WGMMA_SHAPES:
+        dev.renderer.tensor_cores = (wgmma(n, k), *saved)
+        name = f"wgmma n{n} k{k}"
+        launch, _, out = kernels_of(x @ y)
+        s = batch_time(launch, sync, 0.2)
+        got = out.numpy().reshape(size, size)[:64].astype(np.float32)
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        print(f"  {name} x @ y (copies and kernel): {2 * size**3 / s * 1e-12:7.1f} TFLOP/s  rel err {err:.1e}")
+        items, _ = create_schedule([(x @ y).uop], ["CUDA"])
+        *copies, item = items
+        for c in copies:
+            assert c.ast is not None
+            program, run = compiled("CUDA", c.ast)
+            run([buffer_for(b).allocate() for b in c.bufs])
+        bufs = [buffer_for(b).allocate() for b in item.bufs]
+        for gm, gn in WGMMA_GROUPS:
+            opts = [Opt(OptOps.TC, 0, 0), Opt(OptOps.LOCAL, 0, gm), Opt(OptOps.LOCAL, 1, gn)]
+            variants: list[tuple[str, int, Any]] = [("as rendered", cuda.WGMMA_STAGES, None)]
+            if (gm, gn) == WGMMA_GROUPS[0]:
+                variants += [(v, cuda.WGMMA_STAGES, SOURCE_VARIANTS[v]) for v in ("not unrolled", "unroll 2")]
+                variants.append(("other stages", 3 - cuda.WGMMA_STAGES, None))
+            for variant, stages, edit in variants:
+                saved_stages, cuda.WGMMA_STAGES = cuda.WGMMA_STAGES, stages
+                try:
+                    program = get_program(item.ast, dev.renderer, [o for o in opts if o.amount != 1])
+                except Exception as e:
+                    print(f"  {name} groups {gm}x{gn}: {type(e).__name__}: {str(e)[:200]}")
+                    continue
+                finally:
+                    cuda.WGMMA_STAGES = saved_stages
+                src = program.src if edit is None else edit(program.src, gm * gn * 128)
+                try:
+                    run = dev.runner(dataclasses.replace(program, src=src))
+                except Exception as e:
+                    print(f"  {name} groups {gm}x{gn} {variant}: {type(e).__name__}: {str(e)[:200]}")
+                    continue
+                try:
+                    s = batch_time(functools.partial(run, bufs), sync, 0.1)
+                except Exception as e:
+                    print(f"  {name} groups {gm}x{gn} {variant}: {type(e).__name__}: {str(e)[:200]}")
+                    continue
+                got = bufs[0].numpy().reshape(size, size)[:64].astype(np.float32)
+                err = float(np.abs(got - want).max() / np.abs(want).max())
+                tflops = 2 * size**3 / s * 1e-12
+                what = f"{name} groups {gm}x{gn} {variant:<14}"
+                print(f"  {what} kernel {tflops:7.1f} TFLOP/s  rel err {err:.1e}")
+    dev.renderer.tensor_cores = saved
 
 
 # the hand-written shared-memory matmul's configurations: warps a block along m and n, columns of A (rows of B) a
@@ -310,10 +426,16 @@ def main() -> None:
     parser.add_argument("--peak-gbs", type=float, default=4800.0, help="the GPU's memory bandwidth (H200: 4800)")
     parser.add_argument("--sweep", action="store_true", help="the fp16 matmul under other tensor-core plans")
     parser.add_argument("--experiments", action="store_true", help="with --sweep: edits of the matmul's CUDA C")
+    parser.add_argument("--wgmma", action="store_true", help="only the warpgroup MMA's check and sweep (sm_90a)")
     args = parser.parse_args()
     dev = Device["CUDA"]
     sync = dev.synchronize
     print(f"GPU: {dev.driver.name} ({dev.arch})")
+    if args.wgmma:
+        rng = np.random.default_rng(0)
+        wgmma_check(rng)
+        wgmma_sweep(1024 if args.quick else 4096, sync, rng)
+        return
     rows: list[tuple[str, str, str, str]] = []
     rng = np.random.default_rng(0)
 

@@ -469,9 +469,16 @@ def test_a_new_kernel_computes_the_same_in_its_quick_and_its_optimized_build() -
     a = RNG.standard_normal((300, 700)).astype(np.float32)
     k = 1.0 + int.from_bytes(os.urandom(3), "little") / 2**24  # a fresh constant: a kernel no cache has seen
     x = cuda(a)
-    quick = ((x * k + 1).exp() * k).sum(1).numpy()
-    program, _ = _cuda_programs()[-1]  # the kernel just compiled
-    assert Device["CUDA"].function(program.src, program.name).pending is not None  # still the quick build
+    # the background worker (one thread) is held until the quick build has run: the optimized build cannot finish
+    # first (under load it did, and the first launch then ran the optimized one)
+    gate = threading.Event()
+    ops_cuda._background.submit(gate.wait)
+    try:
+        quick = ((x * k + 1).exp() * k).sum(1).numpy()
+        program, _ = _cuda_programs()[-1]  # the kernel just compiled
+        assert Device["CUDA"].function(program.src, program.name).pending is not None  # still the quick build
+    finally:
+        gate.set()
     ops_cuda.wait_for_compiles()
     optimized = ((x * k + 1).exp() * k).sum(1).numpy()
     assert Device["CUDA"].function(program.src, program.name).pending is None
