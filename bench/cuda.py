@@ -166,7 +166,7 @@ def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experime
         # and its own sweep is --wgmma
         offered = getattr(dev.renderer, "tensor_cores", ())
         if offered:
-            dev.renderer.tensor_cores = tuple(tc for tc in offered if tc.threads == 32)
+            dev.renderer.tensor_cores = tuple(tc for tc in offered if not tc.warpgroup)
         x, y = Tensor(x_np, device=device).realize(), Tensor(y_np, device=device).realize()
         items, _ = create_schedule([(x @ y).uop], [device])
         *copies, item = items

@@ -29,6 +29,7 @@ from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cuda import compile_cuda, nvrtc_problem
 from zeptograd.runtime.ops_python import PythonProgram
 from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.uop.shape import inverse_permutation
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_wmma import bf16, half
@@ -65,7 +66,7 @@ def run(out: Tensor, opts: list[Opt] | None, renderer: CUDARenderer | None = Non
 @pytest.mark.parametrize("n, k", SHAPES, ids=str)
 def test_layouts_cover_each_matrix_once(n: int, k: int) -> None:
     tc = wgmma(n, k)
-    assert tc.dims == (64, n, k) and tc.threads == 128
+    assert tc.dims == (64, n, k) and tc.threads == 128 and tc.warpgroup
     for pos, shape, count in ((tc.a, (64, k), 0), (tc.b, (k, n), 1), (tc.c, (64, n), 2)):
         seen = np.zeros(shape, int)
         for lane in range(128):
@@ -179,7 +180,7 @@ def test_fragment_ordered_operands_are_16_byte_loads() -> None:
     for x, block, order, rows_first in ((a, (64, 32), tc.a_order, True), (b, (32, 128), tc.b_order, False)):
         split, perm = fragment_permutation(x.shape, block, order, rows_first)
         stored = host(x).reshape(*split).permute(*perm).contiguous().realize()
-        views.append(stored.permute(*(perm.index(i) for i in range(len(perm)))).reshape(x.shape))
+        views.append(stored.permute(*inverse_permutation(perm)).reshape(x.shape))
     got, program = run(views[0].matmul(views[1], dtype=dtypes.float32), None)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     # each lane's A (16 values: 2 loads) and B (32: 4 loads) a step, each load 16 bytes; no load of one value
@@ -187,7 +188,7 @@ def test_fragment_ordered_operands_are_16_byte_loads() -> None:
 
 
 def test_the_sm90a_renderer_offers_the_warpgroup_mma_first() -> None:
-    assert all(tc.threads == 32 for tc in CUDARenderer().tensor_cores)  # sm_80 (the default): mma.sync only
+    assert not any(tc.warpgroup for tc in CUDARenderer().tensor_cores)  # sm_80 (the default): mma.sync only
     tcs = CUDARenderer("sm_90a").tensor_cores
     assert tcs[:2] == (wgmma(*cuda.WGMMA_SHAPE), wgmma(*cuda.WGMMA_SHAPE, dtypes.bfloat16))
     assert MMA_M16N8K16_F16 in tcs

@@ -556,7 +556,7 @@ def _tensor_core_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
         return opts
     wmma = next(u for u in ast.toposort() if u.op is Ops.WMMA)
     a_loops, b_loops = _loops(wmma.src[0]), _loops(wmma.src[1])
-    tile, warps = (TC_TILE, TC_WARPS) if wmma.arg.threads == 32 else (WGMMA_TILE, WGMMA_GROUPS)
+    tile, warps = (WGMMA_TILE, WGMMA_GROUPS) if wmma.arg.warpgroup else (TC_TILE, TC_WARPS)
     for (upcast, local), side, other in zip(zip(tile, warps), (a_loops, b_loops), (b_loops, a_loops)):
         # the block loop along m (n): the output loop only the A (B) fragments read
         loop = next((r for r in output_axes(ast) if r in side and r not in other), None)

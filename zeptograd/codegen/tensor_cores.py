@@ -56,7 +56,11 @@ class TensorCore:
     # 8-byte load, functional.py); None where no such order is given
     a_order: FragmentOrder | None = None
     b_order: FragmentOrder | None = None
-    arch: str = "sm_80"  # the oldest NVIDIA architecture with the instruction (AMD's: unused)
+
+    @property
+    def warpgroup(self) -> bool:
+        """Is this Hopper's warpgroup MMA (`wgmma`: 4 warps, B through shared memory), not one warp's?"""
+        return self.threads == 128
 
     @property
     def operand_dtype(self) -> DType:
@@ -201,7 +205,6 @@ def _wgmma(n: int, k: int, dtype_in: DType) -> TensorCore:
         # So a warp's load of 16 bytes a lane reads 512 contiguous bytes, and its stores into the tile fill them
         a_order=((4, 2, 8), (k // 16, 2, 4, 2), (3, 0, 2, 5, 4, 1, 6)),
         b_order=((k // 16, 2, 8), (n // 8, 8), (0, 3, 1, 4, 2)),
-        arch="sm_90a",
     )
 
 

@@ -124,7 +124,7 @@ def wgmma_shared_bytes(uops: Sequence[UOp]) -> int:
     """The bytes of shared memory one warpgroup's wgmma helpers declare (their B tiles, WGMMA_STAGES of each)."""
     return sum(
         2 * WGMMA_STAGES * tc.dims[1] * tc.dims[2]
-        for tc in {u.arg for u in uops if u.op is Ops.WMMA and u.arg.threads == 128}
+        for tc in {u.arg for u in uops if u.op is Ops.WMMA and u.arg.warpgroup}
     )
 
 
@@ -205,7 +205,7 @@ def min_blocks(uops: Sequence[UOp], threads: int) -> int:
     >>> min_blocks([], 128)
     0
     """
-    wmmas = sum(1 for u in uops if u.op is Ops.WMMA and u.arg.threads == 32)  # mma.sync's
+    wmmas = sum(1 for u in uops if u.op is Ops.WMMA and not u.arg.warpgroup)  # mma.sync's
     return TC_THREADS_PER_SM // threads if 0 < wmmas <= TC_MAX_WMMAS and threads < TC_THREADS_PER_SM else 0
 
 
@@ -343,7 +343,7 @@ class CUDARenderer(CRenderer):
             return "__syncthreads();"
         if u.op is Ops.WMMA:
             names[u] = f"wmma{sum(1 for x in names if x.op is Ops.WMMA)}"
-            args = [*src, "zg_stage"] if u.arg.threads == 128 else src  # a wgmma's shared tile in turn
+            args = [*src, "zg_stage"] if u.arg.warpgroup else src  # a wgmma's shared tile in turn
             return self.declare(u.dtype, names[u], f"{self.wmma_helper(u.arg)}({', '.join(args)})")
         return super().other(u, src, names)
 
@@ -357,7 +357,7 @@ class CUDARenderer(CRenderer):
         self._block = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
         self._min_blocks = min_blocks(uops, self._block)
         self._tensor_cores = any(u.op is Ops.WMMA for u in uops)
-        self._warpgroups = any(u.op is Ops.WMMA and u.arg.threads == 128 for u in uops)
+        self._warpgroups = any(u.op is Ops.WMMA and u.arg.warpgroup for u in uops)
         if self._warpgroups and (shared := self._block // 128 * wgmma_shared_bytes(uops)) > SHARED_LIMIT:
             raise ValueError(
                 f"{name}: its warpgroup MMAs need {shared} bytes of shared memory a block, more than the "
@@ -384,7 +384,7 @@ class CUDARenderer(CRenderer):
             if f in FRAGMENT_TYPES
         )
         tcs = dict.fromkeys(u.arg for u in uops if u.op is Ops.WMMA)
-        mma = "".join(mma_helper(tc) if tc.threads == 32 else wgmma_helper(tc, self._block // 128) for tc in tcs)
+        mma = "".join(wgmma_helper(tc, self._block // 128) if tc.warpgroup else mma_helper(tc) for tc in tcs)
         return half + PRELUDE + structs + mma + (FLOOR_HELPERS if needs_floor else "")
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
