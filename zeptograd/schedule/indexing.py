@@ -76,6 +76,8 @@ def push_elementwise(i: UOp, x: UOp) -> UOp:
 def push_reshape(i: UOp, x: UOp) -> UOp:
     _, idx, gate = _split(i)
     src = x.src[0]
+    while src.op is Ops.RESHAPE:  # a reshape of a reshape is one reshape (row-major order): unravel once, not twice
+        src = src.src[0]
     flat = _idx(0)
     for ix, st, size in zip(idx, strides_for(x.shape), x.shape):
         if size != 1:
