@@ -56,6 +56,38 @@ def test_matmul_noncontiguous_and_dot(device):
 
 
 @pytest.mark.parametrize(
+    "sa,sb,dtype",
+    [
+        ((5, 7), (7, 3), "float32"),
+        ((2, 4, 6), (2, 6, 5), "float64"),  # batched
+        ((3,), (3, 4), "float32"),  # a 1-d operand
+        ((64, 64), (64, 512), "float32"),  # large enough that the CPU stores b as panels
+        ((2, 1, 2, 3), (4, 3, 2), "float32"),  # broadcast batch axes: the tensor ops
+        ((4, 5), (5, 3), "float16"),  # summed in float32: the tensor ops
+        ((2, 1 << 15), (1 << 15, 2), "float32"),  # a sum in two stages: the tensor ops
+    ],
+)
+def test_matmul_graph_built_as_uops_is_the_tensor_ops_graph(sa, sb, dtype):
+    # a @ b builds its graph from UOps directly when both operands have one float dtype that sums in one stage and
+    # their batch axes match; an explicit `dtype` takes the tensor ops (a broadcast multiply and a sum), which must
+    # build the very same nodes (hash-consing makes them one object)
+    rng = np.random.default_rng(5)
+    a = Tensor(_rand(rng, sa, np.float64)).cast(dtype)
+    b = Tensor(_rand(rng, sb, np.float64)).cast(dtype)
+    direct = a @ b
+    assert direct.uop is a.matmul(b, dtype=dtype).uop
+    want = a.numpy().astype(np.float64) @ b.numpy().astype(np.float64)
+    np.testing.assert_allclose(direct.numpy().astype(np.float64), want, rtol=2e-3, atol=2e-3)
+
+
+def test_matmul_builds_its_graph_without_tensor_ops(monkeypatch):
+    rng = np.random.default_rng(6)
+    a, b = Tensor(_rand(rng, (3, 4))), Tensor(_rand(rng, (4, 2)))
+    monkeypatch.setattr(Tensor, "sum", lambda *a, **k: pytest.fail("the UOp path called Tensor.sum"))
+    np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
     "dtype,np_dtype", [("float16", np.float16), ("int32", np.int32), ("int8", np.int8), ("uint8", np.uint8)]
 )
 def test_matmul_dtypes(dtype, np_dtype):

@@ -27,6 +27,24 @@ if TYPE_CHECKING:
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
+def movement_uop(u: UOp, op: Ops, arg: Any) -> UOp:
+    """Movement op `op` of tensor-graph node `u`, built with no checks (the caller's shapes are right); none where
+    it would change nothing. Ops that build their graph as UOps use it (conv2d, matmul).
+
+    >>> from zeptograd.dtype import dtypes
+    >>> c = UOp.const(dtypes.float32, 1.0)
+    >>> movement_uop(c, Ops.RESHAPE, ()) is c, movement_uop(c, Ops.RESHAPE, (1, 1)).shape
+    (True, (1, 1))
+    """
+    if (op is Ops.RESHAPE or op is Ops.EXPAND) and arg == u.shape:
+        return u
+    if op is Ops.PERMUTE and arg == tuple(range(len(arg))):
+        return u
+    if op is Ops.SHRINK and all(b == 0 and e == n for (b, e), n in zip(arg, u.shape)):
+        return u
+    return UOp(op, u.dtype, (u,), arg)
+
+
 def _int_tuple(x: Any, op: str, what: str) -> tuple[int, ...]:
     """One int or a sequence of ints, as a tuple."""
     if isinstance(x, (list, tuple)):

@@ -20,6 +20,7 @@ from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import WINO, ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
+from zeptograd.mixin.movement import movement_uop
 from zeptograd.mixin.reduce import SPLIT_SUM
 from zeptograd.runtime.device import cpu_layouts
 from zeptograd.uop.ops import Ops, UOp
@@ -225,27 +226,16 @@ def _channels_last(t: Tensor) -> Tensor:
 def _stored_as(u: UOp, order: tuple[int, ...]) -> UOp:
     """`u` read from a copy stored with its axes in `order` (what `t.permute(order).contiguous()` stores), seen in
     its own axis order again."""
-    stored = UOp(Ops.CONTIGUOUS, u.dtype, (_movement(u, Ops.PERMUTE, order),))
-    return _movement(stored, Ops.PERMUTE, inverse_permutation(order))
-
-
-def _movement(u: UOp, op: Ops, arg: Any) -> UOp:
-    """Movement op `op` of `u`; none where it would change nothing."""
-    if (op is Ops.RESHAPE or op is Ops.EXPAND) and arg == u.shape:
-        return u
-    if op is Ops.PERMUTE and arg == tuple(range(len(arg))):
-        return u
-    if op is Ops.SHRINK and all(b == 0 and e == n for (b, e), n in zip(arg, u.shape)):
-        return u
-    return UOp(op, u.dtype, (u,), arg)
+    stored = UOp(Ops.CONTIGUOUS, u.dtype, (movement_uop(u, Ops.PERMUTE, order),))
+    return movement_uop(stored, Ops.PERMUTE, inverse_permutation(order))
 
 
 def _fit_axis(u: UOp, axis: int, size: int) -> UOp:
     """Axis `axis` of `u` cut or zero-padded at its end to `size` elements."""
     n = u.shape[axis]
     if size <= n:
-        return _movement(u, Ops.SHRINK, tuple((0, size) if i == axis else (0, m) for i, m in enumerate(u.shape)))
-    return _movement(u, Ops.PAD, tuple((0, size - n) if i == axis else (0, 0) for i in range(len(u.shape))))
+        return movement_uop(u, Ops.SHRINK, tuple((0, size) if i == axis else (0, m) for i, m in enumerate(u.shape)))
+    return movement_uop(u, Ops.PAD, tuple((0, size - n) if i == axis else (0, 0) for i in range(len(u.shape))))
 
 
 def _window_axis(u: UOp, axis: int, k: int, s: int, d: int) -> UOp:
@@ -256,24 +246,24 @@ def _window_axis(u: UOp, axis: int, k: int, s: int, d: int) -> UOp:
     before, after = shape[:axis], shape[axis + 1 :]
     if d == 1 and k <= s:
         # windows that do not overlap: rows of s elements, each window the first k of its row
-        u = _movement(_fit_axis(u, axis, o * s), Ops.RESHAPE, (*before, o, s, *after))
+        u = movement_uop(_fit_axis(u, axis, o * s), Ops.RESHAPE, (*before, o, s, *after))
         return _fit_axis(u, axis + 1, k)
     # overlapping (or dilated) windows: k copies of the axis end to end, padded by k * d and read as k rows of
     # n + d elements, so row j starts j * d into its own copy; its columns 0, s, 2s... are tap j of each window
     # (every window that exists has (o - 1) * s + j * d < n: it never reads past its copy)
-    u = _movement(u, Ops.RESHAPE, (*before, 1, n, *after))
-    u = _movement(u, Ops.EXPAND, (*before, k, n, *after))
-    u = _movement(u, Ops.RESHAPE, (*before, k * n, *after))
+    u = movement_uop(u, Ops.RESHAPE, (*before, 1, n, *after))
+    u = movement_uop(u, Ops.EXPAND, (*before, k, n, *after))
+    u = movement_uop(u, Ops.RESHAPE, (*before, k * n, *after))
     u = _fit_axis(u, axis, k * (n + d))
-    u = _movement(u, Ops.RESHAPE, (*before, k, n + d, *after))
+    u = movement_uop(u, Ops.RESHAPE, (*before, k, n + d, *after))
     u = _fit_axis(u, axis + 1, o * s)
     if s > 1:  # every s-th column: rows of s, the first of each (stride 1 needs no split: 2 ops fewer an axis)
-        u = _movement(u, Ops.RESHAPE, (*before, k, o, s, *after))
+        u = movement_uop(u, Ops.RESHAPE, (*before, k, o, s, *after))
         u = _fit_axis(u, axis + 2, 1)
-        u = _movement(u, Ops.RESHAPE, (*before, k, o, *after))
+        u = movement_uop(u, Ops.RESHAPE, (*before, k, o, *after))
     order = list(range(len(u.shape)))
     order[axis], order[axis + 1] = order[axis + 1], order[axis]
-    return _movement(u, Ops.PERMUTE, tuple(order))
+    return movement_uop(u, Ops.PERMUTE, tuple(order))
 
 
 def _windows(u: UOp, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> UOp:
@@ -284,7 +274,7 @@ def _windows(u: UOp, kernel: tuple[int, ...], stride: tuple[int, ...], dilation:
         u = _window_axis(u, nl + 2 * axis, k, s, d)
     # the axes are now (*lead, o1, k1, o2, k2, ...): windows first, taps last
     order = (*range(nl), *(nl + 2 * i for i in range(n)), *(nl + 2 * i + 1 for i in range(n)))
-    return _movement(u, Ops.PERMUTE, order)
+    return movement_uop(u, Ops.PERMUTE, order)
 
 
 class NNMixin:
@@ -428,8 +418,8 @@ class NNMixin:
         u = _windows(u, kernel, stride, dilation)  # (N, Cin, *out, *kernel)
         out = u.shape[2 : 2 + n]
         # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
-        u = _movement(u, Ops.RESHAPE, (bs, groups, 1, cin_g, *out, *kernel))
-        wu = _movement(wu, Ops.RESHAPE, (1, groups, cout // groups, cin_g, *(1,) * n, *kernel))
+        u = movement_uop(u, Ops.RESHAPE, (bs, groups, 1, cin_g, *out, *kernel))
+        wu = movement_uop(wu, Ops.RESHAPE, (1, groups, cout // groups, cin_g, *(1,) * n, *kernel))
         axes = (3, *range(4 + n, 4 + 2 * n))
         dt = self.dtype
         if (
@@ -440,10 +430,10 @@ class NNMixin:
         ):
             # what (x * w).sum(axes) builds for one float dtype and a sum short enough for one stage
             full = (bs, groups, cout // groups, cin_g, *out, *kernel)
-            prods = _movement(u, Ops.EXPAND, full).alu(Ops.MUL, _movement(wu, Ops.EXPAND, full))
+            prods = movement_uop(u, Ops.EXPAND, full).alu(Ops.MUL, movement_uop(wu, Ops.EXPAND, full))
             summed = UOp(Ops.REDUCE_AXIS, dt, (prods,), (Ops.ADD, axes))
-            summed = _movement(summed, Ops.RESHAPE, tuple(s for i, s in enumerate(full) if i not in axes))
-            y = type(self)._from_uop(_movement(summed, Ops.RESHAPE, (bs, cout, *out)), self.device)
+            summed = movement_uop(summed, Ops.RESHAPE, tuple(s for i, s in enumerate(full) if i not in axes))
+            y = type(self)._from_uop(movement_uop(summed, Ops.RESHAPE, (bs, cout, *out)), self.device)
         else:
             xt, wt = type(self)._from_uop(u, self.device), type(self)._from_uop(wu, self.device)
             acc = tensor_dtype(dtype, op) if dtype is not None else None
