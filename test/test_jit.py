@@ -217,7 +217,7 @@ def test_as_a_method_decorator():
 
 
 def test_gradients_match_eager_and_numpy():
-    w = Tensor(f32(5, 3)).realize()
+    w = Tensor(f32(5, 3), requires_grad=True).realize()
 
     def grads(x: Tensor) -> Tensor:
         w.grad = None

@@ -674,7 +674,8 @@ class Tensor(
         return self._new(UOp(Ops.CUSTOM_GRAD, self.dtype, (self.uop, *(i.uop for i in inputs)), name))
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Set `requires_grad` (False keeps `backward()` from filling this tensor's `.grad`); returns self."""
+        """Set `requires_grad` (True: `backward()` fills this tensor's `.grad`; False: an optimizer skips it); returns
+        self."""
         self.requires_grad = requires_grad
         return self
 
@@ -721,10 +722,12 @@ class Tensor(
         return [grads[t.uop] for t in targets]
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Add the gradient of this loss to `.grad` of every live floating-point tensor it was computed from
-        (except those with `requires_grad` False); returns self. The gradients are lazy until read.
+        """Add the gradient of this loss to `.grad` of every live floating-point tensor it was computed from that
+        requires a gradient (`requires_grad` True: an nn layer's parameters, an optimizer's, or set by the caller),
+        as in PyTorch and tinygrad; returns self. The gradients are lazy until read. Other tensors get none: the
+        input batches of a training loop would otherwise each keep a lazy gradient, one more sum of it every step.
 
-        >>> w = Tensor([1.0, 2.0])
+        >>> w = Tensor([1.0, 2.0], requires_grad=True)
         >>> _ = (w * w).sum().backward()
         >>> w.grad.tolist()
         [2.0, 4.0]
@@ -734,7 +737,7 @@ class Tensor(
         tensors = [
             t
             for t in list(live_tensors)
-            if t is not self and t.requires_grad is not False and dtypes.is_float(t.dtype) and t.uop in nodes
+            if t is not self and t.requires_grad and dtypes.is_float(t.dtype) and t.uop in nodes
         ]
         grads = compute_gradient(self, seed, list(dict.fromkeys(t.uop for t in tensors)))
         for t in tensors:

@@ -90,19 +90,19 @@ def _eps(value: Any, layer: str) -> float:
 
 def _filled(shape: tuple[int, ...], value: float) -> Tensor:
     """A parameter filled with `value`, in a buffer of its own (made on the host: no kernel, no shared node)."""
-    return Tensor(np.full(shape, value, dtype=np.float32))
+    return Tensor(np.full(shape, value, dtype=np.float32), requires_grad=True)
 
 
 def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
     """A parameter drawn uniformly from [-bound, bound), realized into a buffer of its own."""
-    return Tensor.uniform(*shape, low=-bound, high=bound).realize()
+    return Tensor.uniform(*shape, low=-bound, high=bound).realize().requires_grad_(True)
 
 
 def _kaiming(shape: tuple[int, ...]) -> Tensor:
     """PyTorch's default weight init for Linear and convolutions: kaiming-uniform with a = sqrt(5), which is
     uniform(+-1/sqrt(fan_in)) with fan_in = prod(shape[1:]) (for a transposed convolution's (in, out/groups,
     *kernel) weight too, as torch computes it)."""
-    return Tensor.kaiming_uniform(*shape, a=math.sqrt(5)).realize()
+    return Tensor.kaiming_uniform(*shape, a=math.sqrt(5)).realize().requires_grad_(True)
 
 
 def _factory(layer: str, device: str | None, dtype: Any) -> tuple[str | None, DType | None]:
@@ -817,7 +817,7 @@ class Embedding:
         if self.padding_idx is not None:
             weight = weight.copy()
             weight[self.padding_idx] = 0.0
-        self.weight = Tensor(weight, device=device, dtype=dt)
+        self.weight = Tensor(weight, device=device, dtype=dt, requires_grad=True)
 
     def __call__(self, idx: Tensor) -> Tensor:
         if not isinstance(idx, Tensor):
