@@ -18,8 +18,8 @@ from zeptograd.dtype import NARROW_FLOATS, DType, dtypes, least_upper_dtype
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
-from zeptograd.mixin.movement import movement_uop
-from zeptograd.mixin.reduce import SPLIT_SUM
+from zeptograd.mixin.movement import movement_uop, stored_as
+from zeptograd.mixin.reduce import SPLIT_SUM, sum_of_products
 from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.runtime.device import Device, cpu_layouts
 from zeptograd.uop.ops import Ops, UOp
@@ -104,9 +104,7 @@ def _panels(b: UOp) -> UOp:
     *batch, k, n = b.shape
     nb = len(batch)
     split = movement_uop(b, Ops.RESHAPE, (*batch, k, n // PANEL, PANEL))
-    order = (*range(nb), nb + 1, nb, nb + 2)
-    stored = UOp(Ops.CONTIGUOUS, b.dtype, (movement_uop(split, Ops.PERMUTE, order),))
-    return movement_uop(movement_uop(stored, Ops.PERMUTE, order), Ops.RESHAPE, b.shape)
+    return movement_uop(stored_as(split, (*range(nb), nb + 1, nb, nb + 2)), Ops.RESHAPE, b.shape)
 
 
 def _direct_product(a: UOp, b: UOp, dt: DType) -> UOp | None:
@@ -121,12 +119,9 @@ def _direct_product(a: UOp, b: UOp, dt: DType) -> UOp | None:
     if tuple(batch) != b.shape[:-2] or k > SPLIT_SUM:
         return None
     nb = len(batch)
-    full = (*batch, m, n, k)
-    a3 = movement_uop(movement_uop(a, Ops.RESHAPE, (*batch, m, 1, k)), Ops.EXPAND, full)
-    bt = movement_uop(b, Ops.PERMUTE, (*range(nb), nb + 1, nb))
-    b3 = movement_uop(movement_uop(bt, Ops.RESHAPE, (*batch, 1, n, k)), Ops.EXPAND, full)
-    summed = UOp(Ops.REDUCE_AXIS, dt, (a3.alu(Ops.MUL, b3),), (Ops.ADD, (nb + 2,)))
-    return movement_uop(summed, Ops.RESHAPE, (*batch, m, n))
+    a3 = movement_uop(a, Ops.RESHAPE, (*batch, m, 1, k))
+    b3 = movement_uop(movement_uop(b, Ops.PERMUTE, (*range(nb), nb + 1, nb)), Ops.RESHAPE, (*batch, 1, n, k))
+    return sum_of_products(a3, b3, (*batch, m, n, k), (nb + 2,))
 
 
 # a large fp16 matmul on a device with tensor cores copies both operands into fragment order (codegen/tensor_cores.py):

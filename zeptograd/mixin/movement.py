@@ -19,7 +19,7 @@ from zeptograd.dtype import DType, dtypes, least_upper_dtype
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import Scalar, int_arg, shape_arg
 from zeptograd.uop.ops import Ops, UOp
-from zeptograd.uop.shape import prod
+from zeptograd.uop.shape import inverse_permutation, prod
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -43,6 +43,14 @@ def movement_uop(u: UOp, op: Ops, arg: Any) -> UOp:
     if op is Ops.SHRINK and all(b == 0 and e == n for (b, e), n in zip(arg, u.shape)):
         return u
     return UOp(op, u.dtype, (u,), arg)
+
+
+def stored_as(u: UOp, order: tuple[int, ...]) -> UOp:
+    """`u` read from a copy stored with its axes in `order` (what `t.permute(order).contiguous()` stores), seen in
+    its own axis order again: a layout chosen for the kernels that read it (a convolution's channels-last input,
+    a matmul's B panels)."""
+    stored = UOp(Ops.CONTIGUOUS, u.dtype, (movement_uop(u, Ops.PERMUTE, order),))
+    return movement_uop(stored, Ops.PERMUTE, inverse_permutation(order))
 
 
 def _int_tuple(x: Any, op: str, what: str) -> tuple[int, ...]:

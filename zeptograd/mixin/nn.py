@@ -20,11 +20,11 @@ from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import WINO, ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
-from zeptograd.mixin.movement import movement_uop
-from zeptograd.mixin.reduce import SPLIT_SUM
+from zeptograd.mixin.movement import movement_uop, stored_as
+from zeptograd.mixin.reduce import SPLIT_SUM, sum_of_products
 from zeptograd.runtime.device import cpu_layouts
 from zeptograd.uop.ops import Ops, UOp
-from zeptograd.uop.shape import inverse_permutation, prod
+from zeptograd.uop.shape import prod
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -220,14 +220,7 @@ def _winograd(x: Tensor, w: Tensor, pads: list[tuple[int, int]]) -> Tensor:
 def _channels_last(t: Tensor) -> Tensor:
     """`t` (N, C, *spatial) read from a channels-last copy: the same values, stored as (N, *spatial, C)."""
     n = t.ndim - 2
-    return type(t)._from_uop(_stored_as(t.uop, (0, *range(2, 2 + n), 1)), t.device)
-
-
-def _stored_as(u: UOp, order: tuple[int, ...]) -> UOp:
-    """`u` read from a copy stored with its axes in `order` (what `t.permute(order).contiguous()` stores), seen in
-    its own axis order again."""
-    stored = UOp(Ops.CONTIGUOUS, u.dtype, (movement_uop(u, Ops.PERMUTE, order),))
-    return movement_uop(stored, Ops.PERMUTE, inverse_permutation(order))
+    return type(t)._from_uop(stored_as(t.uop, (0, *range(2, 2 + n), 1)), t.device)
 
 
 def _fit_axis(u: UOp, axis: int, size: int) -> UOp:
@@ -411,8 +404,8 @@ class NNMixin:
         # took 0.6 ms of Python as tensor ops
         u, wu = x.uop, weight.uop
         if _materialize_padding(x) and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN:
-            u = _stored_as(u, (0, *range(2, 2 + n), 1))
-            wu = _stored_as(wu, (*range(2, 2 + n), 1, 0))  # the weight stored as (*k, Cin, Cout)
+            u = stored_as(u, (0, *range(2, 2 + n), 1))
+            wu = stored_as(wu, (*range(2, 2 + n), 1, 0))  # the weight stored as (*k, Cin, Cout)
         elif any(p != (0, 0) for p in pads) and _materialize_padding(x):
             u = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
         u = _windows(u, kernel, stride, dilation)  # (N, Cin, *out, *kernel)
@@ -429,10 +422,7 @@ class NNMixin:
             and cin_g * prod(kernel) <= SPLIT_SUM
         ):
             # what (x * w).sum(axes) builds for one float dtype and a sum short enough for one stage
-            full = (bs, groups, cout // groups, cin_g, *out, *kernel)
-            prods = movement_uop(u, Ops.EXPAND, full).alu(Ops.MUL, movement_uop(wu, Ops.EXPAND, full))
-            summed = UOp(Ops.REDUCE_AXIS, dt, (prods,), (Ops.ADD, axes))
-            summed = movement_uop(summed, Ops.RESHAPE, tuple(s for i, s in enumerate(full) if i not in axes))
+            summed = sum_of_products(u, wu, (bs, groups, cout // groups, cin_g, *out, *kernel), axes)
             y = type(self)._from_uop(movement_uop(summed, Ops.RESHAPE, (bs, cout, *out)), self.device)
         else:
             xt, wt = type(self)._from_uop(u, self.device), type(self)._from_uop(wu, self.device)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
 from zeptograd.mixin.args import axis_arg, compute_dtype, tensor_dtype
+from zeptograd.mixin.movement import movement_uop
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -26,6 +27,17 @@ if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
 
 SPLIT_SUM = 1 << 14  # float sums over more elements than this add in two stages (see _float_sum)
+
+
+def sum_of_products(a: UOp, b: UOp, full: tuple[int, ...], axes: tuple[int, ...]) -> UOp:
+    """What `(a * b).sum(axes)` builds for operands of one float dtype whose sum takes one stage: both expanded to
+    `full`, multiplied, summed over `axes`, and those axes dropped. conv2d and matmul build their graphs as UOps with
+    it (a product built from tensor ops spent most of its Python in their checks and the tensors between them)."""
+    prods = movement_uop(a, Ops.EXPAND, full).alu(Ops.MUL, movement_uop(b, Ops.EXPAND, full))
+    summed = UOp(Ops.REDUCE_AXIS, prods.dtype, (prods,), (Ops.ADD, axes))
+    return movement_uop(summed, Ops.RESHAPE, tuple(n for i, n in enumerate(full) if i not in axes))
+
+
 SCAN_BLOCK = 64  # scans over longer axes run in blocks of this size, then combine the blocks' totals
 
 Axis = int | Sequence[int] | None
