@@ -15,9 +15,11 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
    its CUDA C (the k loop unrolled, the other choice of a minimum of blocks an SM), other plans for the copies, and
    a hand-written kernel that stages row-major operands through shared memory (bench/cuda_smem_matmul.cu):
    leads for the renderer.
-   With --wgmma (an H100 or H200) only this: small fp16 and bf16 matmuls on the warpgroup MMA against numpy,
-   with its shared-memory descriptor's strides as rendered and exchanged (the second must fail), then the fp16
-   matmul with each warpgroup MMA shape of WGMMA_SHAPES: `x @ y` whole, and its kernel alone under each
+   With --wgmma (an H100 or H200) only this: small fp16 and bf16 matmuls on the warpgroup MMA against numpy, in
+   both of its layouts (B's tile K-major, or N-major reading row-major operands as they are), with its shared-memory
+   descriptor's strides as rendered and exchanged (the second must fail); fp16 and bf16 `x @ y` and `x @ w.T` in
+   each layout (wgmma_layouts); then the fp16 matmul with each warpgroup MMA shape of WGMMA_SHAPES (K-major):
+   `x @ y` whole, and its kernel alone under each
    WGMMA_GROUPS (warpgroups a block) and, for the first, other unroll counts and one shared tile instead of two.
 3. first call   a kernel never seen before (a fresh constant) on CUDA and on PTX: the whole first call, then its
                 phases one by one (schedule, codegen, NVRTC's quick build, module load, launch, copy back), NVRTC to
@@ -34,6 +36,7 @@ import argparse
 import ctypes
 import dataclasses
 import functools
+import itertools
 import re
 import statistics
 import sys
@@ -237,18 +240,20 @@ WGMMA_GROUPS = ((2, 1), (1, 1), (1, 2), (4, 1))
 
 def wgmma_check(rng: np.random.Generator) -> None:
     """Small fp16 and bf16 matmuls whose kernels use the warpgroup MMA, against numpy: the layouts of
-    codegen/tensor_cores.py's wgmma and the shared-memory descriptor's strides (renderer/cuda.py) on the hardware,
-    with the two strides as written and exchanged."""
+    codegen/tensor_cores.py's wgmma (B's tile K-major, and N-major with k renumbered: `row_major`) and the
+    shared-memory descriptor's strides (renderer/cuda.py) on the hardware, with the two strides as written and
+    exchanged (the second must fail)."""
     from zeptograd.codegen.tensor_cores import wgmma
     from zeptograd.renderer import cuda
 
     dev = Device["CUDA"]
-    for strides in ((cuda.WGMMA_K_STRIDE, cuda.WGMMA_N_STRIDE), (cuda.WGMMA_N_STRIDE, cuda.WGMMA_K_STRIDE)):
-        saved = cuda.WGMMA_K_STRIDE, cuda.WGMMA_N_STRIDE
-        cuda.WGMMA_K_STRIDE, cuda.WGMMA_N_STRIDE = strides
-        for n, k in ((128, 16), (64, 32), (256, 16)):
+    saved = cuda.wgmma_strides
+    for row_major, exchanged in itertools.product((False, True), (False, True)):
+        cuda.wgmma_strides = (lambda tc: saved(tc)[::-1]) if exchanged else saved
+        strides = ("exchanged" if exchanged else "as written") + (" row-major" if row_major else " K-major")
+        for n, k in ((128, 16), (64, 32), (256, 16), (128, 32), (64, 64)):
             for dt in (dtypes.float16, dtypes.bfloat16):
-                tc = wgmma(n, k, dt)
+                tc = wgmma(n, k, dt, row_major)
                 x_np = rng.standard_normal((128, 64)).astype(np.float32)
                 y_np = rng.standard_normal((64, 256)).astype(np.float32)
                 x = Tensor(x_np, device="CUDA").cast(dt).realize()
@@ -270,7 +275,62 @@ def wgmma_check(rng: np.random.Generator) -> None:
                 except Exception as e:
                     err = f"{type(e).__name__}: {str(e)[:400]}"
                 print(f"  wgmma check strides {strides} {tc.name}: {err}")
-        cuda.WGMMA_K_STRIDE, cuda.WGMMA_N_STRIDE = saved
+    cuda.wgmma_strides = saved
+
+
+def wgmma_layouts(size: int, sync: Callable[[], Any], rng: np.random.Generator) -> None:
+    """fp16 `x @ y` (and bf16, and `x @ w.T`) with the warpgroup MMA of WGMMA_SHAPE in its two layouts: K-major with
+    both operands copied into fragment order (the default), and row-major (WGMMA_ROW_MAJOR=1) with realized operands
+    read as they are, or copied all the same (functional.stored_row_major patched): the whole product, its kernels,
+    and its error against torch where it is installed, else numpy."""
+    from zeptograd.codegen.tensor_cores import wgmma
+    from zeptograd.mixin import functional
+    from zeptograd.renderer import cuda
+
+    dev = Device["CUDA"]
+    saved, stored = dev.renderer.tensor_cores, functional.stored_row_major
+    x_np = rng.standard_normal((size, size)).astype(np.float16)
+    y_np = rng.standard_normal((size, size)).astype(np.float16)
+    x, y = Tensor(x_np, device="CUDA").realize(), Tensor(y_np, device="CUDA").realize()
+    w = Tensor(np.ascontiguousarray(y_np.T), device="CUDA").realize()
+    cases = {"x @ y": lambda: x @ y, "x @ w.T": lambda: x @ w.T}
+    cases["bf16 x @ y"] = lambda: x.cast(dtypes.bfloat16).realize() @ y.cast(dtypes.bfloat16).realize()
+    want = {name: x_np[:64].astype(np.float32) @ y_np.astype(np.float32) for name in cases}
+    try:
+        import torch
+
+        bf = torch.from_numpy(x_np[:64]).bfloat16().float() @ torch.from_numpy(y_np).bfloat16().float()
+        want["bf16 x @ y"] = bf.numpy()
+        tx, ty = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
+        st = batch_time(functools.partial(torch.matmul, tx, ty), torch.cuda.synchronize, 0.3)
+        print(f"  torch fp16 x @ y: {2 * size**3 / st * 1e-12:7.1f} TFLOP/s")
+    except ImportError:
+        pass
+    layouts = (("K-major, copies", False, False), ("row-major", True, False), ("row-major, copies", True, True))
+    for layout, row_major, copy_all in layouts:
+        dev.renderer.tensor_cores = (
+            tuple(wgmma(*cuda.WGMMA_SHAPE, dt, row_major) for dt in (dtypes.float16, dtypes.bfloat16)) + saved
+        )
+        if copy_all:
+            functional.stored_row_major = lambda u: False
+        try:
+            for name, product in cases.items():
+                if name.startswith("bf16"):
+                    product()  # the casts, realized before the product is timed
+                launch, programs, out = kernels_of(product())
+                s = batch_time(launch, sync, 0.3)
+                got = out.numpy().reshape(size, size)[:64].astype(np.float32)
+                err = float(np.abs(got - want[name]).max() / np.abs(want[name]).max())
+                tflops = 2 * size**3 / s * 1e-12
+                print(
+                    f"  {layout:<18} {name:<10} {len(programs)} kernels {s * 1e6:6.0f} us {tflops:6.1f} TFLOP/s "
+                    f"({100 * tflops / 989:4.1f}% of 989)  rel err {err:.1e}"
+                )
+        except Exception as e:
+            print(f"  {layout}: {type(e).__name__}: {str(e)[:300]}")
+        finally:
+            functional.stored_row_major = stored
+    dev.renderer.tensor_cores = saved
 
 
 def wgmma_sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator) -> None:
@@ -434,6 +494,7 @@ def main() -> None:
     if args.wgmma:
         rng = np.random.default_rng(0)
         wgmma_check(rng)
+        wgmma_layouts(1024 if args.quick else 4096, sync, rng)
         wgmma_sweep(1024 if args.quick else 4096, sync, rng)
         return
     rows: list[tuple[str, str, str, str]] = []

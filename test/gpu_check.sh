@@ -4,7 +4,8 @@
 # 1. the op suite, test_cuda.py and test_wmma.py (tensor cores on CUDA and PTX) on the CUDA device;
 # 2. test/ptx_gpu_check.sh (the PTX device); 3. the elementwise and reduce suites and test_triton.py on TRITON;
 # 4. bench/cuda.py --sweep (pass the GPU's bandwidth with PEAK_GBS, default 3350: an H100 SXM); 5. on an H100 or
-# H200, bench/cuda.py --wgmma (the warpgroup MMA's layouts against numpy, and its shapes and plans).
+# H200, bench/cuda.py --wgmma (the warpgroup MMA's layouts against numpy, x @ y in each, and its shapes and plans),
+# and the tensor-core tests with WGMMA_ROW_MAJOR=1 (the wgmma that reads row-major operands as they are).
 # Each stage has its own time limit so that a slow one cannot starve the others; the logs go to OUTDIR.
 out=${1:-/tmp/zg_gpu_check}
 mkdir -p "$out"
@@ -26,3 +27,7 @@ echo "== bench/cuda.py"
 timeout ${BENCH_S:-100} python3 bench/cuda.py --sweep --peak-gbs "${PEAK_GBS:-3350}" 2>&1 | tee "$out/bench.log"
 echo "== bench/cuda.py --wgmma"
 timeout ${WGMMA_S:-150} python3 bench/cuda.py --wgmma 2>&1 | tee "$out/wgmma.log"
+echo "== tensor cores with WGMMA_ROW_MAJOR=1"
+WGMMA_ROW_MAJOR=1 DEVICE=CUDA timeout ${ROWS_S:-60} python3 -m pytest -n 16 -rfE -p no:cacheprovider -W ignore \
+    test/test_wmma.py test/test_wgmma.py test/test_cuda.py >"$out/row_major.log" 2>&1
+tail -15 "$out/row_major.log"

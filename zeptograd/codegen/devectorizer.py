@@ -141,29 +141,27 @@ class _Devectorizer:
         self.chunks[u] = out
 
     def fragment(self, v: UOp) -> UOp:
-        """A WMMA operand: vector loads of up to `fragment_lanes` lanes, each where its lanes are elements `i, i+1,
-        ...` of one buffer, ungated, with `i` a multiple of its lanes (a fragment-ordered copy of the operand: a GPU
-        loads 16 bytes at once, aligned); else its lanes as devectorized (a load each)."""
+        """A WMMA operand: vector loads of `fragment_lanes` lanes (else of half as many, down to 4: the narrowest
+        fragment vector a GPU renderer declares), where its lanes fall into runs of that many neighbouring elements
+        of one buffer, ungated, each run starting at a multiple of its length, in whatever order the operand lists
+        them (a GPU loads 16 bytes at once, aligned: a fragment-ordered copy, or a row-major operand whose k the
+        tensor core renumbers); else its lanes as devectorized (a load each)."""
         n = v.dtype.count
-        w = min(n, self.fragment_lanes)
-        if n & (n - 1) or w == 1:
-            return self.get(v, 0, n)
-        runs = []
-        for start in range(0, n, w):
-            if (run := self._run(v, start, w)) is None:
-                return self.get(v, 0, n)
-            runs.append(run)
-        if len(runs) == 1:
-            return runs[0]
-        # the lanes of the loads in turn (kept whole: simplify's lane_loads is off for such a renderer)
-        lanes = tuple(UOp(Ops.GEP, v.dtype.scalar(), (run,), (k,)) for run in runs for k in range(w))
-        return UOp(Ops.VECTORIZE, v.dtype, lanes)
+        if n & (n - 1) == 0:
+            addresses = self._fragment_addresses(v)
+            w = min(n, self.fragment_lanes)
+            while addresses is not None and w > 1:
+                if (loads := self._fragment_runs(v, *addresses, w)) is not None:
+                    return loads
+                w = w // 2 if w > 4 else 1
+        return self.get(v, 0, n)
 
-    def _run(self, v: UOp, start: int, w: int) -> UOp | None:
-        """Lanes start .. start + w of the WMMA operand `v` as one vector load (see `fragment`), or None."""
-        found = [_load_lane(v, k) for k in range(start, start + w)]
+    def _fragment_addresses(self, v: UOp) -> tuple[UOp, list[UOp], list[int]] | None:
+        """The buffer all lanes of the WMMA operand `v` load from, each lane's address and its offset from lane 0's;
+        None when a lane is no ungated load of that buffer or an offset is not a constant."""
+        found = [_load_lane(v, k) for k in range(v.dtype.count)]
         lanes = [x for x in found if x is not None and len(x[0].src) == 1]
-        if len(lanes) != w or len({ld.src[0].src[0] for ld, _ in lanes}) != 1:
+        if len(lanes) != len(found) or len({ld.src[0].src[0] for ld, _ in lanes}) != 1:
             return None
         picked = []
         for ld, k in lanes:
@@ -171,10 +169,25 @@ class _Devectorizer:
             if gates is not None:
                 return None
             picked.append(addresses[k])
-        if _offsets(picked) != list(range(w)) or not _divides(picked[0], w):
-            return None
-        ptr = self.get(lanes[0][0].src[0].src[0], 0, 1)
-        return ptr.index(picked[0]).load(dtype=v.dtype.scalar().vec(w))
+        offsets = _offsets(picked)
+        return None if offsets is None else (lanes[0][0].src[0].src[0], picked, offsets)
+
+    def _fragment_runs(self, v: UOp, buf: UOp, addresses: list[UOp], offsets: list[int], w: int) -> UOp | None:
+        """The lanes of `v` as loads of `w` neighbouring elements each (see `fragment`), or None."""
+        by_offset = sorted(range(len(offsets)), key=lambda k: offsets[k])
+        runs = [by_offset[i : i + w] for i in range(0, len(by_offset), w)]
+        for run in runs:
+            first = offsets[run[0]]
+            if [offsets[k] - first for k in run] != list(range(w)) or not _divides(addresses[run[0]], w):
+                return None
+        ptr = self.get(buf, 0, 1)
+        loads = [ptr.index(addresses[run[0]]).load(dtype=v.dtype.scalar().vec(w)) for run in runs]
+        if len(loads) == 1 and runs[0] == list(range(w)):
+            return loads[0]
+        where = {k: (loads[r], i) for r, run in enumerate(runs) for i, k in enumerate(run)}
+        # the lanes of the loads in the operand's order (kept whole: simplify's lane_loads is off for such a renderer)
+        lanes = tuple(UOp(Ops.GEP, v.dtype.scalar(), (where[k][0],), (where[k][1],)) for k in range(len(offsets)))
+        return UOp(Ops.VECTORIZE, v.dtype, lanes)
 
     def gep(self, u: UOp, start: int, w: int) -> UOp:
         lanes = u.arg[start : start + w]

@@ -56,6 +56,9 @@ class TensorCore:
     # 8-byte load, functional.py); None where no such order is given
     a_order: FragmentOrder | None = None
     b_order: FragmentOrder | None = None
+    # A and B stored row-major are read as they are, 16 bytes a load, with no copy into fragment order (the wgmma
+    # with k renumbered and B's tile N-major)
+    reads_row_major: bool = False
 
     @property
     def warpgroup(self) -> bool:
@@ -137,13 +140,34 @@ MMA_M16N8K16_BF16 = dataclasses.replace(MMA_M16N8K16_F16, name="mma_m16n8k16_bf1
 # a 64 x N block. A comes from registers: warp w holds rows 16w .. 16w + 15 of each 16 columns of k as mma.m16n8k16
 # holds its A (element 8c + j: k chunk c, mma's element j). D likewise: warp w's rows, each 8 columns as mma's C
 # (element 4j + e: columns 8j .., mma's element e). B is read from shared memory: the CUDA renderer's helper stores
-# lane l's elements 8j .. 8j + 7 as 16-byte row 128 j + l of a tile whose 16-row chunks are NVIDIA's core matrices
-# without swizzle (8 rows of n, each 8 contiguous values of k, 128 bytes), the two k halves of a chunk 128 bytes
-# apart, the next 8 columns 256 bytes on: element (k, n) of the tile at
-# 16N (k // 16) + 128 (n // 8) + 64 (k // 8 % 2) + 8 (n % 8) + k % 8.
-def _wgmma_a(lane: Any, i: Any) -> tuple[Any, Any]:
-    row, col = _mma_a(lane % 32, i % 8)
-    return row + 16 * (lane // 32), col + 16 * (i // 8)
+# lane l's elements 8j .. 8j + 7 as 16-byte row r = 128 j + l of a tile of NVIDIA's core matrices (128 bytes, 8
+# rows of 16) without swizzle, in one of two layouts:
+# - K-major (the instruction's B as it is): a core matrix is 8 columns of n, each 8 contiguous values of k; the two
+#   k halves of a 16-row chunk 128 bytes apart, the next 8 columns 256 bytes on: element (k, n) of the tile at
+#   16N (k // 16) + 128 (n // 8) + 64 (k // 8 % 2) + 8 (n % 8) + k % 8. Checked on an H100.
+# - N-major (`row_major`: imm-trans-b): a core matrix is 8 rows of k, each 8 contiguous values of n; row r holds k
+#   r % 8 of columns 8 (r // 8 % (N / 8)) .., the second 8 of a chunk's 16 k N rows on, the next chunk 2N rows on.
+#   The sum runs over k in any order, so the instruction's k (column 16c + 8q + 2t + p of A, for lane 4g + t) stands
+#   for the matmul's k = 4C t + 4c + 2q + p (C = K / 16 chunks): a lane's A values of one row are then 4C contiguous
+#   values of k, and it reads them from a row-major A as whole 16-byte loads, not as pairs. B's rows are renumbered
+#   the same way, so each 16-byte row of the tile is 8 contiguous values of a row-major B's row: `x @ y` reads both
+#   operands as they are stored, with no copies into fragment order. Not yet run on a GPU.
+def _wgmma_k(chunks: int, c: Any, q: Any, t: Any, p: Any) -> Any:
+    """The matmul's k for the instruction's k 16c + 8q + 2t + p of a block of `chunks` 16s of k, renumbered (see
+    above; its digits given apart: no division of a sum of the lane's part and the element's, see `_row_digit`)."""
+    return 4 * chunks * t + 4 * c + 2 * q + p
+
+
+def _wgmma_a(k: int, renumbered: bool) -> Position:
+    def a(lane: Any, i: Any) -> tuple[Any, Any]:
+        row, col = _mma_a(lane % 32, i % 8)  # mma's element i % 8: column 2t + p + 8q of its 16, t = lane % 4
+        if renumbered:
+            col = _wgmma_k(k // 16, i // 8, i // 4 % 2, lane % 4, i % 2)
+        else:
+            col = col + 16 * (i // 8)
+        return row + 16 * (lane // 32), col
+
+    return a
 
 
 def _wgmma_c(lane: Any, i: Any) -> tuple[Any, Any]:
@@ -162,49 +186,71 @@ def _row_digit(lane: Any, j: int, low: int, size: int) -> Any:
     return lane // low + j % (low * size // 128) * (128 // low)
 
 
-def _wgmma_b(n: int, k: int) -> Position:
-    # the digits of a 16-byte row of the shared B tile, (place value, size) in rows: nl, kh, n8, chunk
-    digits = ((1, 8), (8, 2), (16, n // 8), (2 * n, k // 16))
+def _wgmma_b(n: int, k: int, n_major: bool) -> Position:
+    # the digits of a 16-byte row of the shared B tile, (place value, size) in rows: K-major nl, kh, n8, chunk;
+    # N-major kl, n8, kh, chunk
+    if n_major:
+        digits = ((1, 8), (8, n // 8), (n, 2), (2 * n, k // 16))
+    else:
+        digits = ((1, 8), (8, 2), (16, n // 8), (2 * n, k // 16))
 
     def b(lane: Any, i: Any) -> tuple[Any, Any]:
         # lane l's elements 8j .. 8j + 7 are row 128 j + l of the tile
+        if n_major:
+            kl, n8, kh, chunk = (_row_digit(lane, i // 8, low, size) for low, size in digits)
+            return _wgmma_k(k // 16, chunk, kh, kl // 2, kl % 2), 8 * n8 + i % 8
         nl, kh, n8, chunk = (_row_digit(lane, i // 8, low, size) for low, size in digits)
         return 16 * chunk + 8 * kh + i % 8, 8 * n8 + nl
 
     return b
 
 
-def wgmma(n: int, k: int, dtype_in: DType = dtypes.float16) -> TensorCore:
+def wgmma(n: int, k: int, dtype_in: DType = dtypes.float16, row_major: bool = False) -> TensorCore:
     """The warpgroup MMA computing 64 x `n` blocks over `k` (a multiple of 16: one instruction a 16) from `dtype_in`
-    (float16 or bfloat16) into float32 (see the comment above).
+    (float16 or bfloat16) into float32, its B tile K-major, or N-major with k renumbered where `row_major` (see the
+    comment above).
 
     >>> tc = wgmma(128, 16)
     >>> tc.name, tc.elements, tc.b(1, 0), tc.c(33, 5)
     ('wgmma_m64n128k16_f16_f32', (8, 16, 64), (0, 1), (16, 11))
+    >>> wgmma(128, 16, row_major=True).name
+    'wgmma_m64n128k16_f16_f32_rowmajor'
     """
     if n & (n - 1) or not 64 <= n <= 256 or k & (k - 1) or k < 16:
         raise ValueError(f"wgmma: n must be a power of two from 64 to 256 and k one from 16, got n={n}, k={k}")
-    return _wgmma(n, k, dtype_in)
+    return _wgmma(n, k, dtype_in, row_major)
 
 
 @functools.cache  # one object a shape: WMMA UOps compare their tensor cores by identity
-def _wgmma(n: int, k: int, dtype_in: DType) -> TensorCore:
+def _wgmma(n: int, k: int, dtype_in: DType, row_major: bool) -> TensorCore:
     kind = "bf16" if dtype_in is dtypes.bfloat16 else "f16"
+    a_order: FragmentOrder
+    b_order: FragmentOrder
+    if row_major:
+        # A (rows w h g, columns t c q p) stored c w g t q h p: lane 32w + 4g + t's elements 8c + 4q + 2h + p are the
+        # 16 bytes at 128c + lane; B (rows t c q p, columns n8 nl) stored c q n8 t p nl, the shared tile's order
+        a_order = ((4, 2, 8), (4, k // 16, 2, 2), (4, 0, 2, 3, 5, 1, 6))
+        b_order = ((4, k // 16, 2, 2), (n // 8, 8), (1, 2, 4, 0, 3, 5))
+    else:
+        # A (rows w h g, columns c q t p) stored c w g t q h p: lane 32w + 4g + t's elements 8c + 4q + 2h + p are the
+        # 16 bytes at 128c + lane; B (rows c kh kl, columns n8 nl) stored c n8 kh nl kl, the shared tile's order
+        a_order = ((4, 2, 8), (k // 16, 2, 4, 2), (3, 0, 2, 5, 4, 1, 6))
+        b_order = ((k // 16, 2, 8), (n // 8, 8), (0, 3, 1, 4, 2))
+    # either way a warp's load of 16 bytes a lane from a copy in fragment order reads 512 contiguous bytes, and its
+    # stores into the tile fill them
     return TensorCore(
-        f"wgmma_m64n{n}k{k}_{kind}_f32",
+        f"wgmma_m64n{n}k{k}_{kind}_f32" + ("_rowmajor" if row_major else ""),
         (64, n, k),
         dtype_in,
         dtypes.float32,
         128,
         (k // 2, k * n // 128, n // 2),
-        _wgmma_a,
-        _wgmma_b(n, k),
+        _wgmma_a(k, row_major),
+        _wgmma_b(n, k, row_major),
         _wgmma_c,
-        # A (rows w h g, columns c q t p) stored c w g t q h p: lane 32w + 4g + t's elements 8c + 4q + 2h + p are the
-        # 16 bytes at 128c + lane; B (rows c kh kl, columns n8 nl) stored c n8 kh nl kl, the shared tile's order.
-        # So a warp's load of 16 bytes a lane reads 512 contiguous bytes, and its stores into the tile fill them
-        a_order=((4, 2, 8), (k // 16, 2, 4, 2), (3, 0, 2, 5, 4, 1, 6)),
-        b_order=((k // 16, 2, 8), (n // 8, 8), (0, 3, 1, 4, 2)),
+        a_order=a_order,
+        b_order=b_order,
+        reads_row_major=row_major,
     )
 
 
@@ -257,7 +303,8 @@ def tensor_core(name: str) -> TensorCore:
     """The tensor core called `name` (how pyrender's source and pickles name one)."""
     if name.startswith("wgmma_"):
         n, k = name.split("m64n")[1].split("_")[0].split("k")
-        return wgmma(int(n), int(k), dtypes.bfloat16 if "_bf16_" in name else dtypes.float16)
+        kind = dtypes.bfloat16 if "_bf16_" in name else dtypes.float16
+        return wgmma(int(n), int(k), kind, name.endswith("_rowmajor"))
     return next(tc for tcs in _TENSOR_CORES.values() for tc in tcs if tc.name == name)
 
 

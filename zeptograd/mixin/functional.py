@@ -127,7 +127,8 @@ def _direct_product(a: UOp, b: UOp, dt: DType) -> UOp | None:
 # a large fp16 matmul on a device with tensor cores copies both operands into fragment order (codegen/tensor_cores.py):
 # a lane's fragment of a block is then one aligned load (16 bytes of A, 8 of B; devectorizer.fragment) and a warp's
 # loads one contiguous run, instead of 2-byte loads from rows 8 KiB apart. The copies move 4 bytes an element of
-# each operand, a few percent of a matmul this large
+# each operand, a few percent of a matmul this large. A tensor core that reads row-major operands 16 bytes a load
+# (`reads_row_major`: the wgmma with k renumbered) copies only an operand not stored so (`x @ w.T`'s w, a lazy one)
 FRAGMENT_MIN_WORK = 1 << 24
 
 
@@ -145,6 +146,14 @@ def _fragment_core(a: Any, b: Any, dt: DType) -> TensorCore | None:
         if fits and ordered and a.dtype == b.dtype == dt == tc.dtype_in:
             return tc
     return None
+
+
+def stored_row_major(u: UOp) -> bool:
+    """Is `u` a buffer's values in the order they are stored, row-major (a realized tensor, a contiguous one, or a
+    reshape of either)?"""
+    while u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u.op in (Ops.BUFFER, Ops.CONTIGUOUS)
 
 
 def fragment_permutation(
@@ -229,8 +238,10 @@ class FunctionalMixin:
         if (tc := _fragment_core(a, b, dt)) is not None:
             assert tc.a_order is not None and tc.b_order is not None
             bm, bn, bk = tc.dims
-            a = _fragment_ordered(a, (bm, bk), tc.a_order, True)
-            b = _fragment_ordered(b, (bk, bn), tc.b_order, False)
+            if not (tc.reads_row_major and stored_row_major(a.uop)):
+                a = _fragment_ordered(a, (bm, bk), tc.a_order, True)
+            if not (tc.reads_row_major and stored_row_major(b.uop)):
+                b = _fragment_ordered(b, (bk, bn), tc.b_order, False)
         if dtype is None and (direct := _direct_product(a.uop, b.uop, dt)) is not None:
             out = type(self)._from_uop(direct, self.device)
         else:

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16, TensorCore, wgmma
 from zeptograd.dtype import DType, PtrDType, dtypes
+from zeptograd.helpers import ContextVar
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS, CRenderer, render_const
 from zeptograd.uop.ops import Ops, UOp
 
@@ -106,15 +107,25 @@ MMA_TYPES = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}  # the instruction'
 # are registers. One asm statement (not volatile: its only effects are its registers and its own tile) stores the
 # lane's 16-byte rows, makes the stores visible to the tensor core's reads (fence.proxy.async), waits at the
 # warpgroup's own barrier (1 + its index) until the whole tile is stored, issues one wgmma a 16 of k and waits for
-# them (the accumulators are the caller's again). The descriptor (PTX ISA, "matrix descriptor"): the tile's
-# address, the byte offsets between core matrices adjacent along k (WGMMA_K_STRIDE) and along n (WGMMA_N_STRIDE),
-# each over 16, no swizzle; an H100 computed the right products with these, and wrong ones with the two exchanged
-# (bench/cuda.py --wgmma). The shape (an H100, fp16 4096^3, the kernel alone): n 128 and k 32 with 2 warpgroups a
-# block 349 TFLOP/s; k 16: 251-289, k 64: 223-338 (k 128 with bank conflicts before the rows were interleaved: 86)
+# them (the accumulators are the caller's again). The descriptor (PTX ISA, "matrix descriptor"): the tile's address,
+# the byte offsets between core matrices adjacent along k and along n (`wgmma_strides`), each over 16, no swizzle;
+# the instruction's imm-trans-b says whether the tile is N-major (codegen/tensor_cores.py's two layouts). An H100
+# computed the right products with the K-major tile's strides, and wrong ones with the two exchanged (bench/cuda.py
+# --wgmma, which checks both layouts). The shape (an H100, fp16 4096^3, the kernel alone, K-major): n 128 and k 32
+# with 2 warpgroups a block 349 TFLOP/s; k 16: 251-289, k 64: 223-338 (k 128 with bank conflicts before the rows
+# were interleaved: 86)
 WGMMA_STAGES = 2  # shared tiles a warpgroup uses in turn (1: a barrier more a step, 314 against 349 TFLOP/s)
 WGMMA_SHAPE = (128, 32)  # the n and k of the warpgroup MMA the sm_90a renderer offers
-WGMMA_K_STRIDE = 128
-WGMMA_N_STRIDE = 256
+# offer the wgmma that reads row-major operands as they are (no copies into fragment order; not yet run on a GPU:
+# bench/cuda.py --wgmma checks and times it), not the K-major one
+WGMMA_ROW_MAJOR = ContextVar("WGMMA_ROW_MAJOR", 0)
+
+
+def wgmma_strides(tc: TensorCore) -> tuple[int, int]:
+    """Bytes between core matrices of a 16 x n chunk of the wgmma `tc`'s B tile adjacent along k and along n: K-major
+    the second 8 of k 128 bytes on, the next 8 columns 256; N-major the second 8 of k n rows of 16 bytes on, the next
+    8 columns the next 128 bytes."""
+    return (16 * tc.dims[1], 128) if tc.reads_row_major else (128, 256)
 
 
 SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ memory a block may declare
@@ -129,7 +140,7 @@ def wgmma_shared_bytes(uops: Sequence[UOp]) -> int:
 
 
 def wgmma_helper(tc: TensorCore, groups: int) -> str:
-    """The CUDA C helper of a wgmma tensor core for blocks of `groups` warpgroups (see WGMMA_K_STRIDE's comment).
+    """The CUDA C helper of a wgmma tensor core for blocks of `groups` warpgroups (see WGMMA_STAGES' comment).
     With WGMMA_STAGES = 2 each warpgroup has two tiles, used in turn (the kernel's `zg_stage` says which): the
     wgmma that read a tile was waited for by every warp before the barrier after the other tile's stores, so the
     first barrier goes."""
@@ -139,6 +150,8 @@ def wgmma_helper(tc: TensorCore, groups: int) -> str:
     a_type, b_type = (FRAGMENT_TYPES[(tc.operand_dtype, count)][0] for count in (a_count, b_count))
     c_type = FRAGMENT_TYPES[(dtypes.float32, c_count)][0]
     tile = k * n  # 16-bit values in a warpgroup's tile
+    k_stride, n_stride = wgmma_strides(tc)
+    transposed = int(tc.reads_row_major)  # imm-trans-b: an N-major tile
     a_regs, b_regs = a_count // 2, b_count // 2
     first_a, first_b = c_count, c_count + a_regs
     at, desc, bar = first_b + b_regs, first_b + b_regs + 1, first_b + b_regs + 2
@@ -152,9 +165,8 @@ def wgmma_helper(tc: TensorCore, groups: int) -> str:
     for chunk in range(k // 16):
         a = ", ".join(f"%{first_a + 4 * chunk + j}" for j in range(4))
         lines.append(f"add.s64 d, %{desc}, {chunk * 32 * n // 16};")  # the chunk's 16 x n tile, 32n bytes on
-        lines.append(
-            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{accumulators}}}, {{{a}}}, d, p, 1, 1, 0;"
-        )
+        instruction = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}"
+        lines.append(f"{instruction} {{{accumulators}}}, {{{a}}}, d, p, 1, 1, {transposed};")
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
     asm = "\n      ".join(f'"{line}\\n"' for line in lines)
     outputs = ", ".join(f'"+f"(c.v[{i}])' for i in range(c_count))
@@ -165,8 +177,8 @@ def wgmma_helper(tc: TensorCore, groups: int) -> str:
   const unsigned base = (unsigned)__cvta_generic_to_shared(tiles + ((thread / 128) * {stages} + stage) * {tile});
   stage = (stage + 1) % {stages};
   const unsigned at = base + (thread % 128) * 16;
-  const unsigned long long desc = (unsigned long long)((base & 0x3FFFF) >> 4) | ({WGMMA_K_STRIDE >> 4}ull << 16) |
-    ({WGMMA_N_STRIDE >> 4}ull << 32);
+  const unsigned long long desc = (unsigned long long)((base & 0x3FFFF) >> 4) | ({k_stride >> 4}ull << 16) |
+    ({n_stride >> 4}ull << 32);
   const unsigned* x = reinterpret_cast<const unsigned*>(&a);
   const unsigned* y = reinterpret_cast<const unsigned*>(&b);
   asm(
@@ -268,7 +280,9 @@ class CUDARenderer(CRenderer):
         mma = (MMA_M16N8K16_F16, MMA_M16N8K16_BF16)
         self.tensor_cores: tuple[TensorCore, ...] = mma
         if arch == "sm_90a":
-            self.tensor_cores = (wgmma(*WGMMA_SHAPE), wgmma(*WGMMA_SHAPE, dtypes.bfloat16), *mma)
+            row_major = bool(WGMMA_ROW_MAJOR)
+            wgmmas = tuple(wgmma(*WGMMA_SHAPE, dt, row_major) for dt in (dtypes.float16, dtypes.bfloat16))
+            self.tensor_cores = (*wgmmas, *mma)
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every scalar dtype C has, half and double included (every GPU from sm_53 on has both).
