@@ -18,7 +18,8 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
    With --wgmma (an H100 or H200) only this: small fp16 and bf16 matmuls on the warpgroup MMA against numpy, in
    both of its layouts (B's tile K-major, or N-major reading row-major operands as they are), with its shared-memory
    descriptor's strides as rendered and exchanged (the second must fail); fp16 and bf16 `x @ y` and `x @ w.T` in
-   each layout (wgmma_layouts); then the fp16 matmul with each warpgroup MMA shape of WGMMA_SHAPES (K-major):
+   each layout (wgmma_layouts; `--wgmma --layouts`: no more than these, about a minute); then the fp16 matmul with
+   each warpgroup MMA shape of WGMMA_SHAPES (K-major):
    `x @ y` whole, and its kernel alone under each
    WGMMA_GROUPS (warpgroups a block) and, for the first, other unroll counts and one shared tile instead of two.
 3. first call   a kernel never seen before (a fresh constant) on CUDA and on PTX: the whole first call, then its
@@ -315,9 +316,7 @@ def wgmma_layouts(size: int, sync: Callable[[], Any], rng: np.random.Generator) 
             functional.stored_row_major = lambda u: False
         try:
             for name, product in cases.items():
-                if name.startswith("bf16"):
-                    product()  # the casts, realized before the product is timed
-                launch, programs, out = kernels_of(product())
+                launch, programs, out = kernels_of(product())  # (bf16: the casts realized, not timed)
                 s = batch_time(launch, sync, 0.3)
                 got = out.numpy().reshape(size, size)[:64].astype(np.float32)
                 err = float(np.abs(got - want[name]).max() / np.abs(want[name]).max())
@@ -487,6 +486,7 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="the fp16 matmul under other tensor-core plans")
     parser.add_argument("--experiments", action="store_true", help="with --sweep: edits of the matmul's CUDA C")
     parser.add_argument("--wgmma", action="store_true", help="only the warpgroup MMA's check and sweep (sm_90a)")
+    parser.add_argument("--layouts", action="store_true", help="with --wgmma: its check and its two layouts only")
     args = parser.parse_args()
     dev = Device["CUDA"]
     sync = dev.synchronize
@@ -495,7 +495,8 @@ def main() -> None:
         rng = np.random.default_rng(0)
         wgmma_check(rng)
         wgmma_layouts(1024 if args.quick else 4096, sync, rng)
-        wgmma_sweep(1024 if args.quick else 4096, sync, rng)
+        if not args.layouts:
+            wgmma_sweep(1024 if args.quick else 4096, sync, rng)
         return
     rows: list[tuple[str, str, str, str]] = []
     rng = np.random.default_rng(0)
