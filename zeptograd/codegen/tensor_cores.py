@@ -187,22 +187,22 @@ def _row_digit(lane: Any, j: int, low: int, size: int) -> Any:
 
 
 def _wgmma_b(n: int, k: int, n_major: bool) -> Position:
-    # the digits of a 16-byte row of the shared B tile, (place value, size) in rows: K-major nl, kh, n8, chunk;
-    # N-major kl, n8, kh, chunk
+    # lane l's elements 8j .. 8j + 7 are row 128 j + l of the tile, whose digits are (place value, size) in rows
     if n_major:
-        digits = ((1, 8), (8, n // 8), (n, 2), (2 * n, k // 16))
-    else:
-        digits = ((1, 8), (8, 2), (16, n // 8), (2 * n, k // 16))
+        digits = ((1, 8), (8, n // 8), (n, 2), (2 * n, k // 16))  # kl, n8, kh, chunk
 
-    def b(lane: Any, i: Any) -> tuple[Any, Any]:
-        # lane l's elements 8j .. 8j + 7 are row 128 j + l of the tile
-        if n_major:
+        def b_n_major(lane: Any, i: Any) -> tuple[Any, Any]:
             kl, n8, kh, chunk = (_row_digit(lane, i // 8, low, size) for low, size in digits)
             return _wgmma_k(k // 16, chunk, kh, kl // 2, kl % 2), 8 * n8 + i % 8
+
+        return b_n_major
+    digits = ((1, 8), (8, 2), (16, n // 8), (2 * n, k // 16))  # nl, kh, n8, chunk
+
+    def b_k_major(lane: Any, i: Any) -> tuple[Any, Any]:
         nl, kh, n8, chunk = (_row_digit(lane, i // 8, low, size) for low, size in digits)
         return 16 * chunk + 8 * kh + i % 8, 8 * n8 + nl
 
-    return b
+    return b_k_major
 
 
 def wgmma(n: int, k: int, dtype_in: DType = dtypes.float16, row_major: bool = False) -> TensorCore:
