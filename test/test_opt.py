@@ -47,6 +47,18 @@ def run_plan(t: Tensor, opts: list[Opt], device: str = "CPU") -> np.ndarray:
     return bufs[0].numpy()[: int(np.prod(t.shape))].reshape(t.shape)
 
 
+def run_last_plan(t: Tensor, opts: list[Opt], device: str = "CPU") -> np.ndarray:
+    """The value of `t`, its last kernel run with plan `opts` (the kernels before it, copies, with their own)."""
+    items, _ = create_schedule([t.uop], [device])
+    for i, item in enumerate(items):
+        program = get_program(item.ast, Device[device].renderer, opts if i == len(items) - 1 else None)
+        bufs = [buffer_for(b) for b in item.bufs]
+        for b in bufs:
+            b.array()
+        Device[device].runner(program)(bufs)
+    return bufs[0].numpy()[: int(np.prod(t.shape))].reshape(t.shape)
+
+
 def _inputs(*shapes: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(s).astype(np.float32) for s in shapes]
@@ -325,8 +337,9 @@ def test_a_forked_child_runs_threaded_kernels():
 
 def test_convolution_whose_weight_panel_overflows_l1_takes_one_vector_of_channels(monkeypatch):
     """A channels-last convolution summing 64 channels x 9 taps: a panel of 32 output channels (72 KiB of weights)
-    overflows a 48 KiB L1, so the tile is one vector of 16 channels by up to 16 columns (14 of 28); with an L1 that
-    holds it, the tile stays 2 vectors wide (by 7 columns). The values are numpy's either way."""
+    overflows a 48 KiB L1, so the tile is one vector of 16 channels by 2 output rows (which the weight ignores: each
+    weight vector serves twice the FMAs) by up to 14 columns (14 of 28: 28 accumulators); with an L1 that holds it,
+    the tile stays 2 vectors wide (by 7 columns). The values are numpy's either way."""
     from zeptograd.codegen import heuristic
 
     x, w = _inputs((2, 64, 28, 28), (64, 64, 3, 3), seed=31)
@@ -340,7 +353,37 @@ def test_convolution_whose_weight_panel_overflows_l1_takes_one_vector_of_channel
         opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
         tiles[l1] = sorted(o.amount for o in opts if o.op is OptOps.UPCAST)
         np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)
-    assert tiles == {48 << 10: [14, 16], 1 << 30: [7, 32]}, tiles  # 7: the most rows up to 8 that divide 28
+    assert tiles == {48 << 10: [2, 14, 16], 1 << 30: [7, 32]}, tiles  # 7: the most rows up to 8 that divide 28
+
+
+@pytest.mark.parametrize(
+    "shape, axis",
+    [
+        ((2, 16, 4, 7), 2),  # two output rows
+        ((2, 16, 3, 7), 0),  # 3 rows, odd: two images instead
+        ((3, 16, 3, 7), None),  # no even axis the weight ignores: the 7 columns alone
+    ],
+)
+def test_convolution_of_one_channel_vector_takes_two_rows_the_weight_ignores(shape, axis, monkeypatch):
+    """The narrow convolution tile (one vector of output channels, here forced by an 8 KiB L1) doubles along an
+    output axis that the weight does not depend on, so each weight vector it loads serves twice the FMAs; the values are
+    numpy's on the CPU and on the PYTHON device (the reference semantics), whichever axis it takes."""
+    from zeptograd.codegen import heuristic
+    from zeptograd.mixin import nn
+
+    monkeypatch.setattr(heuristic, "L1_BYTES", 8 << 10)  # a 32-channel panel of 16 x 9 taps is 18 KiB
+    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # the padded channels-last copy of a small input too
+    x, w = _inputs(shape, (32, 16, 3, 3), seed=37)
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
+    want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+    items, _ = create_schedule([t.uop], ["CPU"])
+    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
+    doubled = [o.axis for o in opts if o.op is OptOps.UPCAST and o.amount == 2]
+    assert doubled == ([] if axis is None else [axis]), opts
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST and o.amount != 2) == [7, 16], opts
+    for device in ("CPU", "PYTHON") if axis is not None else ("CPU",):
+        np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
