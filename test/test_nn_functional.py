@@ -152,6 +152,22 @@ def test_large_conv_reads_channels_last_copies():
     )
 
 
+@pytest.mark.parametrize("cout, stored", [(32, 48), (24, 24), (64, 80)])
+def test_channels_last_weight_rows_padded_to_an_odd_number_of_cache_lines(cout, stored):
+    """A channels-last weight (*k, Cin, Cout) whose rows are a multiple of two cache lines is stored with one line of
+    padding a row (256 channels: rows 1 KiB apart share 4 of L1's 64 sets; with 17 lines all of them); the padding
+    is never read into the result, which is torch's."""
+    from zeptograd.schedule.kernelize import create_schedule
+
+    x, w = Tensor(_randn((2, 16, 48, 48), 25), device="CPU"), Tensor(_randn((cout, 16, 3, 3), 26), device="CPU")
+    out = x.conv2d(w, padding=1)
+    items, _ = create_schedule([out.uop], ["CPU"])
+    sizes = sorted(b.arg[2] for item in items[:-1] for b in item.bufs[:1])
+    assert 3 * 3 * 16 * stored in sizes, sizes
+    want = F.conv2d(torch.tensor(x.numpy()), torch.tensor(w.numpy()), padding=1).numpy()
+    np.testing.assert_allclose(out.numpy(), want, atol=1e-4)
+
+
 @pytest.mark.no_roundtrip
 def test_conv2d_no_bias_flat_padding_and_unbatched():
     x, w = _randn((2, 3, 7, 6), 3), _randn((4, 3, 3, 2), 4)

@@ -45,11 +45,19 @@ def movement_uop(u: UOp, op: Ops, arg: Any) -> UOp:
     return UOp(op, u.dtype, (u,), arg)
 
 
-def stored_as(u: UOp, order: tuple[int, ...]) -> UOp:
+def stored_as(u: UOp, order: tuple[int, ...], row_pad: int = 0) -> UOp:
     """`u` read from a copy stored with its axes in `order` (what `t.permute(order).contiguous()` stores), seen in
     its own axis order again: a layout chosen for the kernels that read it (a convolution's channels-last input,
-    a matmul's B panels)."""
-    stored = UOp(Ops.CONTIGUOUS, u.dtype, (movement_uop(u, Ops.PERMUTE, order),))
+    a matmul's B panels). `row_pad` elements of padding end each row of the copy (its last axis), which the view
+    leaves out: rows a large power of two apart share a few cache sets, so a kernel walking down a column evicts
+    its own lines long before the cache is full."""
+    permuted = movement_uop(u, Ops.PERMUTE, order)
+    shape = permuted.shape
+    if row_pad:
+        permuted = movement_uop(permuted, Ops.PAD, (*((0, 0),) * (len(shape) - 1), (0, row_pad)))
+    stored = UOp(Ops.CONTIGUOUS, u.dtype, (permuted,))
+    if row_pad:
+        stored = movement_uop(stored, Ops.SHRINK, tuple((0, n) for n in shape))
     return movement_uop(stored, Ops.PERMUTE, inverse_permutation(order))
 
 
