@@ -38,13 +38,8 @@ def _kernel(t: Tensor, device: str = "CPU"):
 
 def run_plan(t: Tensor, opts: list[Opt], device: str = "CPU") -> np.ndarray:
     """The value of one-kernel expression `t`, computed by its kernel with plan `opts`."""
-    item = _kernel(t, device)
-    program = get_program(item.ast, Device[device].renderer, opts)
-    bufs = [buffer_for(b) for b in item.bufs]
-    for b in bufs:
-        b.array()
-    Device[device].runner(program)(bufs)
-    return bufs[0].numpy()[: int(np.prod(t.shape))].reshape(t.shape)
+    _kernel(t, device)  # one kernel
+    return run_last_plan(t, opts, device)
 
 
 def run_last_plan(t: Tensor, opts: list[Opt], device: str = "CPU") -> np.ndarray:

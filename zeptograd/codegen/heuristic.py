@@ -276,30 +276,35 @@ def _contiguous_reduce(reds: list[UOp], reads: list[_Read], rn: UOp) -> int | No
     return None
 
 
-def _second_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> UOp | None:
-    """An output axis besides m and n, of even size, that the operand ignoring n ignores too: upcasting it by 2
-    halves the broadcasts per FMA (a convolution's output rows: 4 channels x 2 rows x 8 columns)."""
-    a_reads = [x for x in reads if rn not in x.loops and rm in x.loops]
-    for r in reversed(outs):  # the innermost such axis: its two rows are nearest in memory
+def _even_axis_ignored_by(
+    outs: list[UOp], rm: UOp, rn: UOp, ignoring: list[_Read], reading: list[_Read] | None = None
+) -> UOp | None:
+    """The innermost output axis besides m and n, of even size, that every read of `ignoring` (at least one)
+    ignores and, when `reading` is given, one of its reads depends on: upcasting it by 2 uses each value the ignoring
+    operand loads for twice the FMAs. The innermost: its two rows are nearest in memory."""
+    if not ignoring:
+        return None
+    for r in reversed(outs):
         if r is rm or r is rn or r.src[0].arg % 2:
             continue
-        if a_reads and all(r not in x.loops for x in a_reads):
+        if all(r not in x.loops for x in ignoring) and (reading is None or any(r in x.loops for x in reading)):
             return r
     return None
+
+
+def _second_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> UOp | None:
+    """An axis the operand ignoring n (A) ignores too: halves the broadcasts per FMA (a convolution's output rows:
+    4 channels x 2 rows x 8 columns)."""
+    return _even_axis_ignored_by(outs, rm, rn, [x for x in reads if rn not in x.loops and rm in x.loops])
 
 
 def _weight_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> UOp | None:
-    """An output axis besides m and n, of even size, that B (the operand ignoring m) ignores too and A reads: upcasting
-    it by 2 uses each vector of B for twice the FMAs (a channels-last convolution's output rows: 2 rows x 14 columns
-    x 16 channels, 28 accumulators, each weight vector loaded once for 28 FMAs instead of 14)."""
+    """An axis B (the operand ignoring m) ignores too and A reads: each vector of B serves twice the FMAs (a
+    channels-last convolution's output rows: 2 rows x 14 columns x 16 channels, 28 accumulators, each weight vector
+    loaded once for 28 FMAs instead of 14)."""
     b_reads = [x for x in reads if rm not in x.loops and rn in x.loops]
     a_reads = [x for x in reads if rn not in x.loops and rm in x.loops]
-    for r in reversed(outs):  # the innermost such axis: its two rows are nearest in memory
-        if r is rm or r is rn or r.src[0].arg % 2:
-            continue
-        if b_reads and all(r not in x.loops for x in b_reads) and any(r in x.loops for x in a_reads):
-            return r
-    return None
+    return _even_axis_ignored_by(outs, rm, rn, b_reads, a_reads)
 
 
 def _wide_tile(
@@ -411,7 +416,10 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
             wide = wide if len(opts) > planned else None
         an = wide if wide is not None else an
         third = _second_row_axis(outs, reads, rm, rn) if an == vector else None
-        weight_rows = narrow and third is None and (third := _weight_row_axis(outs, reads, rm, rn)) is not None
+        weight_rows = False
+        if narrow and third is None:
+            third = _weight_row_axis(outs, reads, rm, rn)
+            weight_rows = third is not None
         several = an == 2 * vector or (wide is not None and an == wide)  # vectors of n a row: rows of m for them
         # the most rows that divide m within the budget (7 for 14, not 2: a Winograd convolution's tile columns)
         first = rows if several or third is not None else 2 * rows

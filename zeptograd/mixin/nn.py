@@ -119,9 +119,17 @@ def _fan_in(shape: tuple[int, ...], op: str) -> int:
 # a large convolution on the CPU reads its input from a padded copy: the reads of the kernel then need no gate
 # at the borders, so a row of outputs is one contiguous vector load (one extra copy of the input)
 PAD_COPY_MIN = 1 << 16
-# the padding of each row of a channels-last convolution weight: one cache line of float32, so that rows of a multiple
-# of two lines become an odd number of lines apart (256 channels: 17 lines)
-WEIGHT_ROW_PAD = 16
+CACHE_LINE = 64  # bytes
+
+
+def _odd_lines_pad(row: int, itemsize: int) -> int:
+    """The elements of padding that make rows of `row` elements an odd number of cache lines apart when they are a
+    multiple of two lines (a channels-last weight's rows of 256 float32 channels: 16 lines -> 17); else 0. Rows a
+    large power of two apart share a few cache sets: 1 KiB apart they fill 4 of L1's 64 sets, and 1/16 of L2."""
+    per_line = max(CACHE_LINE // itemsize, 1)
+    return per_line if row * itemsize % (2 * CACHE_LINE) == 0 else 0
+
+
 # a large dense convolution with this many channels makes that copy channels-last (N, *spatial, C), and a
 # channels-last copy of its weight (*k, Cin, Cout): then it is a matmul whose register tile is 16 output channels
 # (contiguous in the weight) by 4 output columns, summing over input channels (contiguous in the input). For
@@ -408,9 +416,8 @@ class NNMixin:
         u, wu = x.uop, weight.uop
         if _materialize_padding(x) and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN:
             u = stored_as(u, (0, *range(2, 2 + n), 1))
-            # the weight stored as (*k, Cin, Cout), its rows padded to an odd number of cache lines where Cout is
-            # a multiple of 32 floats (rows 1 KiB apart for 256 channels fill 4 of L1's 64 sets, and 1/16 of L2)
-            wu = stored_as(wu, (*range(2, 2 + n), 1, 0), WEIGHT_ROW_PAD if cout % (2 * WEIGHT_ROW_PAD) == 0 else 0)
+            # the weight stored as (*k, Cin, Cout), its rows an odd number of cache lines apart
+            wu = stored_as(wu, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, weight.dtype.itemsize))
         elif any(p != (0, 0) for p in pads) and _materialize_padding(x):
             u = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
         u = _windows(u, kernel, stride, dilation)  # (N, Cin, *out, *kernel)
