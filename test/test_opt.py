@@ -352,17 +352,20 @@ def test_convolution_whose_weight_panel_overflows_l1_takes_one_vector_of_channel
 
 
 @pytest.mark.parametrize(
-    "shape, axis",
+    "shape, axis, by",
     [
-        ((2, 16, 4, 7), 2),  # two output rows
-        ((2, 16, 3, 7), 0),  # 3 rows, odd: two images instead
-        ((3, 16, 3, 7), None),  # no even axis the weight ignores: the 7 columns alone
+        ((2, 16, 6, 7), 2, 2),  # two output rows (4 do not divide 6)
+        ((2, 16, 4, 7), 2, 4),  # four rows of 7 columns: 28 accumulators
+        ((2, 16, 3, 7), 0, 2),  # 3 rows, odd: two images instead
+        ((4, 16, 3, 7), 0, 4),  # four images of 7 columns: 28 accumulators
+        ((3, 16, 3, 7), None, 1),  # no even axis the weight ignores: the 7 columns alone
     ],
 )
-def test_convolution_of_one_channel_vector_takes_two_rows_the_weight_ignores(shape, axis, monkeypatch):
-    """The narrow convolution tile (one vector of output channels, here forced by an 8 KiB L1) doubles along an
-    output axis that the weight does not depend on, so each weight vector it loads serves twice the FMAs; the values are
-    numpy's on the CPU and on the PYTHON device (the reference semantics), whichever axis it takes."""
+def test_convolution_of_one_channel_vector_takes_rows_the_weight_ignores(shape, axis, by, monkeypatch):
+    """The narrow convolution tile (one vector of output channels, here forced by an 8 KiB L1) grows along an
+    output axis that the weight does not depend on, up to 28 accumulators, so each weight vector it loads serves
+    several times the FMAs; the values are numpy's on the CPU and on the PYTHON device (the reference semantics),
+    whichever axis it takes."""
     from zeptograd.codegen import heuristic
     from zeptograd.mixin import nn
 
@@ -374,9 +377,9 @@ def test_convolution_of_one_channel_vector_takes_two_rows_the_weight_ignores(sha
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
     items, _ = create_schedule([t.uop], ["CPU"])
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
-    doubled = [o.axis for o in opts if o.op is OptOps.UPCAST and o.amount == 2]
-    assert doubled == ([] if axis is None else [axis]), opts
-    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST and o.amount != 2) == [7, 16], opts
+    rows = [(o.axis, o.amount) for o in opts if o.op is OptOps.UPCAST and o.amount in (2, 4)]
+    assert rows == ([] if axis is None else [(axis, by)]), opts
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST and o.amount not in (2, 4)) == [7, 16], opts
     for device in ("CPU", "PYTHON") if axis is not None else ("CPU",):
         np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
 

@@ -21,11 +21,11 @@ The rules, in order (each applied only where its amount divides the axis):
    Tensor.matmul stores a large right operand as panels of two vectors' width, so the lanes of `n` are one
    contiguous read. A large dense conv2d reads channels-last copies of its input and weight: two vectors of
    output channels (contiguous in the weight) by 8 (AVX-512) or 4 output columns; where the weights of two vectors
-   of channels (over all taps and input channels) overflow L1, one vector by up to 14 columns by 2 output rows
-   (or images: an even output axis the weight ignores), 28 accumulators. When A is contiguous along a
-   reduce axis that is not the innermost one (the input channels of a channels-last convolution), SWAP makes
-   it innermost. When B is over 1 MiB, SWAP puts the column tiles outside: one tile of it stays in L2 while the
-   rows of A stream past.
+   of channels (over all taps and input channels) overflow L1, one vector by up to 14 columns by 2 or 4 output rows
+   (or images: an even output axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). When A is
+   contiguous along a reduce axis that is not the innermost one (the input channels of a channels-last
+   convolution), SWAP makes it innermost. When B is over 1 MiB, SWAP puts the column tiles outside: one tile of
+   it stays in L2 while the rows of A stream past.
 3. A pooling window (every reduce loop at most `WINDOW_MAX` long, the window at most `WINDOW_MAX`^2): its loops
    UNROLLed, then the output row UPCAST to one vector, when every read along the row is contiguous or reads every
    other element (a stride-2 window); each tap is then a vector of the row (a contiguous run or two vector loads
@@ -424,8 +424,9 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         # the most rows that divide m within the budget (7 for 14, not 2: a Winograd convolution's tile columns)
         first = rows if several or third is not None else 2 * rows
         if weight_rows:
-            # two rows of the third axis by up to 14 columns: 28 accumulators, and room for the weight vector in 32
-            # registers (bench/ops.py's convolution kernel, medians of 15 alternating runs: 9.30 -> 8.58 ms)
+            # up to 14 columns by two or more rows of the third axis (below): 28 accumulators, and room for the
+            # weight vector in 32 registers (bench/ops.py's convolution kernel, medians of 15 alternating runs:
+            # 9.30 -> 8.58 ms)
             candidates = tuple(range(2 * rows - 2, 1, -1))
         elif narrow:
             candidates = tuple(range(2 * rows, 1, -1))
@@ -434,7 +435,12 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         if (am := _divisor(sizes[m], candidates)) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:
-            ast = _try(ast, opts, Opt(OptOps.UPCAST, next(i for i, r in enumerate(output_axes(ast)) if r is third), 2))
+            by = 2
+            if weight_rows and am is not None:
+                # as many rows (or images) as 28 accumulators hold: 2 of 14 columns, 4 of 7 ((8,512,7,7) 3x3: 4 images
+                # of 7 columns, 14.35 -> 13.04 and 18.41 -> 15.49 ms in two runs of its kernel, against 2)
+                by = max(f for f in (4, 2) if third.src[0].arg % f == 0 and am * f <= 2 * (2 * rows - 2))
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, next(i for i, r in enumerate(output_axes(ast)) if r is third), by))
         n = next(i for i, r in enumerate(output_axes(ast)) if r.arg == rn.arg)  # by loop number: PADTO remade it
         if an is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, n, an))
