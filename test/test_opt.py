@@ -634,6 +634,32 @@ def test_transposing_copies_take_a_tile_of_vectors_each_way(shape, perm):
     )
 
 
+@pytest.mark.parametrize("shape, perm", [((2, 32, 7, 40), (0, 2, 3, 1)), ((48, 64), (1, 0)), ((3, 32, 48), (0, 2, 1))])
+def test_a_transposing_copy_nests_its_loops_as_the_input_lies(shape, perm):
+    """After its tile, a transposing copy's loops go outer to inner in the order of the input's strides (a
+    channels-last copy: images, channel tiles, rows, column tiles), so its reads walk the input planes in
+    order; numpy's strides of the input are the oracle, and every element lands where numpy's transpose puts it."""
+    (a,) = _inputs(shape, seed=37)
+    t = Tensor(a).realize().permute(*perm).contiguous()
+    renderer = Device["CPU"].renderer
+    if renderer.max_lanes(Ops.MULACC, dtypes.float32) < 4:
+        pytest.skip("no vectors on this CPU")
+    opts = hand_coded_opts(_kernel(t).ast, renderer)
+    tile = {o.axis: o.amount for o in opts if o.op is OptOps.UPCAST}
+    padded = {o.axis: o.amount for o in opts if o.op is OptOps.PADTO}
+    loops = list(range(len(shape)))  # output axes, outer to inner, as the plan's SWAPs leave them
+    for o in opts:
+        if o.op is OptOps.SWAP:
+            loops[o.axis], loops[o.amount] = loops[o.amount], loops[o.axis]
+    sizes = {k: padded.get(k, t.shape[k]) // tile.get(k, 1) for k in loops}
+    strides = [a.strides[perm[k]] * tile.get(k, 1) for k in loops if sizes[k] > 1]
+    assert strides == sorted(strides, reverse=True), (opts, strides)
+    np.testing.assert_array_equal(run_plan(t, opts), a.transpose(perm))
+    np.testing.assert_array_equal(
+        run_plan(Tensor(a, device="PYTHON").permute(*perm).contiguous(), opts, "PYTHON"), a.transpose(perm)
+    )
+
+
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 def test_a_store_to_a_contiguous_run_in_another_order_is_one_vector_store(device):
     """Rows of 2 with the column upcast first and 8 rows after: the 16 lanes are (column, row), so the addresses
