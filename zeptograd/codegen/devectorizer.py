@@ -443,7 +443,9 @@ def devectorize(
 
 
 def _fma(m: UOp, c: UOp) -> UOp | None:
-    if not dtypes.is_float(m.dtype.scalar()):
+    # float16 and bfloat16 round the product first, as numpy does: a float16 tensor rounds every op (the C device
+    # fused them on a CPU without FP16 arithmetic, an AMD Zen 4, where gcc computes _Float16 in float)
+    if not dtypes.is_float(m.dtype.scalar()) or m.dtype.scalar().itemsize < 4:
         return None
     return UOp(Ops.MULACC, m.dtype, (m.src[0], m.src[1], c))
 

@@ -177,6 +177,13 @@ class OpenCLRenderer(CRenderer):
             return f"({x} != {self.const(0.0 if dtypes.is_float(src) else 0, src)})"  # a comparison gives the mask
         if u.dtype.count > 1 and src.scalar() is dtypes.bool:
             return f"convert_{self.type_name(u.dtype)}(-({x}))"  # a true lane is -1: 1 after negation
+        if dtypes.is_float(src.scalar()) and dtypes.is_unsigned(u.dtype.scalar()):
+            # a float to an unsigned int through the signed int of its size (int for the narrower ones): C leaves a
+            # negative float to unsigned undefined (LLVM gave 0 for -1.5 -> uchar on PoCL), int to unsigned wraps,
+            # numpy's answer (and the CPU device's, whose x86 conversion goes through an int)
+            signed = dtypes.int64 if u.dtype.itemsize == 8 else dtypes.int32
+            x = self.cast(UOp(Ops.CAST, signed.vec(u.dtype.count), (u.src[0],)), x)
+            src = signed.vec(u.dtype.count)
         if u.dtype.count > 1:
             return f"convert_{self.type_name(u.dtype)}({x})"
         return f"({self.type_name(u.dtype)})({x})"

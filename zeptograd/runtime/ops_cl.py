@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -83,7 +84,7 @@ class CLDevice:
         # vectors as wide as the device prefers for float (PoCL with AVX-512: 16; a GPU that says 1 still gets 4,
         # for its wide loads): on PoCL here 16 lanes took relu(a*b+c) from 0.50 to 0.80 of the CPU device's speed
         preferred = self.device.preferred_vector_width_float
-        lanes = 16 if preferred >= 16 else 8 if preferred >= 8 else 4
+        lanes = 16 if preferred >= 16 and self._builds_for_avx512() else 8 if preferred >= 8 else 4
         extensions = frozenset(self.device.extensions.split()) - without
         self.renderer = OpenCLRenderer(extensions, lanes, pocl_kernel_attributes(self.device))
         self.renderer.max_local_size = min(OpenCLRenderer.max_local_size, self.device.max_work_group_size)
@@ -91,6 +92,20 @@ class CLDevice:
         # (matmul 1024 with B in panels: 16.7 -> 11.5 ms)
         self.renderer.runs_on_cpu = bool(self.device.type & cl.device_type.CPU)
         self._kernels: dict[tuple[str, str], Any] = {}
+
+    def _builds_for_avx512(self) -> bool:
+        """Does the driver compile 16-float vectors for AVX-512 (not only a CPU device that has it)? PoCL names the
+        host CPU as its LLVM knows it: an AMD Zen 4 (AVX-512) it took for a Zen 3 (none), though it preferred 16
+        lanes, and float16 kernels that call its builtins crashed (clang: "without 'avx512f' enabled changes the
+        ABI"). A kernel that passes a float16 to a builtin is built once to see whether the compiler says so."""
+        if not self.device.type & self.cl.device_type.CPU:
+            return True
+        program = self.cl.Program(self.context, "__kernel void k(__global float16* a) { a[0] = exp(a[0]); }")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pyopencl's CompilerWarning: the log is read below
+            program.build(options=BUILD_OPTIONS)
+        log = program.get_build_info(self.device, self.cl.program_build_info.LOG)
+        return "without 'avx512f' enabled" not in log
 
     def kernel(self, src: str, name: str) -> Any:
         """The kernel `name` of OpenCL source `src`, built on first use."""
