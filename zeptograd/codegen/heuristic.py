@@ -159,10 +159,10 @@ def _lanes_pay(x: _Read, r: UOp) -> bool:
 def _transposed_axis(
     ast: UOp, outs: list[UOp], reads: list[_Read], out_index: UOp, lanes: int
 ) -> tuple[int, int, int, int] | None:
-    """(t, its size padded to the tile, the tile's side, the read's position in `reads`) for a transposing copy of 32-bit values: the
-    output is contiguous along its last axis, the read gathers along it but is contiguous along output axis t, and
-    both axes take a tile of `lanes`, or half of them where the last axis is not a multiple of `lanes` (t padded
-    by at most a quarter; None where there is no such axis)."""
+    """(t, its size padded to the tile, the tile's side, the read's position in `reads`) for a transposing copy of
+    32-bit values: the output is contiguous along its last axis, the read gathers along it but is contiguous along
+    output axis t, and both axes take a tile of `lanes`, or half of them where the last axis is not a multiple of
+    `lanes` (t padded by at most a quarter; None where there is no such axis)."""
     store = next(u for u in ast.toposort() if u.op is Ops.STORE)
     if store.src[1].dtype.itemsize != 4 or not outs or _stride(out_index, outs[-1]) != 1:
         return None
