@@ -660,6 +660,26 @@ def test_a_transposing_copy_nests_its_loops_as_the_input_lies(shape, perm):
     )
 
 
+@pytest.mark.parametrize("run, pieces", [(14, (8, 4, 2)), (7, (4, 2, 1))])
+def test_a_transposed_tile_stores_runs_of_any_length_as_vectors(run, pieces):
+    """A tile of 16 columns x `run` rows of a transposed copy, whose output rows are `run` long (a convolution's
+    tile of 14 output columns, 16 channels): each row is stored as the powers of two its length holds, each a
+    vector taken from the tile's vectors by shuffles (C's __builtin_shufflevector, not a vector built lane by
+    lane), where it was 7 or 14 stores of 2 lanes or 1. Values against numpy, on the CPU and the PYTHON device."""
+    (a,) = _inputs((3 * run, 16), seed=41)
+    if Device["CPU"].renderer.max_lanes(Ops.STORE, dtypes.float32) < 16:
+        pytest.skip("needs 16-lane vectors")
+    opts = [Opt(OptOps.UPCAST, 1, run), Opt(OptOps.UPCAST, 0, 16)]
+    t = Tensor(a).realize().permute(1, 0).contiguous()
+    program = get_program(_kernel(t).ast, Device["CPU"].renderer, opts)
+    stores = [u.src[1].dtype.count for u in program.uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+    assert sorted(stores) == sorted(pieces * 16), stores
+    assert "__builtin_shufflevector" in program.src
+    assert not re.search(r"\(float\d+\)\{[^}]*lane", program.src), "a vector built lane by lane"
+    np.testing.assert_array_equal(run_plan(t, opts), a.T)
+    np.testing.assert_array_equal(run_plan(Tensor(a, device="PYTHON").permute(1, 0).contiguous(), opts, "PYTHON"), a.T)
+
+
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 def test_a_store_to_a_contiguous_run_in_another_order_is_one_vector_store(device):
     """Rows of 2 with the column upcast first and 8 rows after: the 16 lanes are (column, row), so the addresses

@@ -10,8 +10,10 @@ Each vector node becomes a list of chunks of at most that many lanes (a power of
   `x[::2]`) is two vector loads that cover them, at `i` and at `i+w-1` (so the second ends at the last lane and
   reads nothing past it), and the lanes picked from the two (a VECTORIZE of GEPs of two vectors: one shuffle in
   C); a LOAD through one contiguous run whose lanes have gates of their own (a padded row's first and last
-  vectors) is one masked vector load where the target has them (`masked_load`: AVX-512); other addresses are read
-  or written lane by lane (a gather, a scatter);
+  vectors) is one masked vector load where the target has them (`masked_load`: AVX-512); an ungated STORE whose
+  lanes fall into runs of neighbouring addresses in another order (a transposed tile) stores each run as vectors,
+  the powers of two its length holds (14: 8 + 4 + 2), gathered by a tree of two-vector shuffles (`_gather`);
+  other addresses are read or written lane by lane (a gather, a scatter);
 - a REDUCE keeps one accumulator per chunk;
 - an operand's lanes are taken from the chunks that hold them (the chunk itself, a GEP, or a VECTORIZE of
   single lanes).
@@ -79,19 +81,24 @@ class _Devectorizer:
 
     def _gather(self, lanes: list[tuple[UOp, int]]) -> UOp:
         """A vector of the given lanes (chunk, index). Lane k of n distinct vectors (a transposed tile: n a power of
-        two, 4 <= n <= their width) is a tree of two-vector shuffles, shared by the n vectors a tile needs: log2(n)
+        two, 2 <= n <= their width) is a tree of two-vector shuffles, shared by the n vectors a tile needs: log2(n)
         rounds of n shuffles (64 for 16 x 16) instead of a shuffle per lane; anything else, lane by lane."""
         n, (first, k) = len(lanes), lanes[0]
         sources = [c for c, _ in lanes]
         width = first.dtype.count
         if (
-            4 <= n <= width
+            2 <= n <= width
             and n & (n - 1) == 0
             and all(i == k and c.dtype == first.dtype for c, i in lanes)
             and len(set(sources)) == n
         ):
-            picks = _transposed(sources, k, 1)
-            return UOp(Ops.GEP, first.dtype.scalar().vec(n), (picks[0][0],), tuple(i for _, i in picks))
+            # the tree pairs vector i with i + n/2, so its lanes come out in bit-reversed order: fed in that order,
+            # they come out in order, and the run is the tree's vector as it is (no permute before the store)
+            bits = n.bit_length() - 1
+            reverse = [int(format(m, f"0{bits}b")[::-1], 2) if bits else 0 for m in range(n)]
+            picks = _transposed([sources[r] for r in reverse], k, 1)
+            lanes_in_order = [picks[reverse[i]] for i in range(n)]
+            return UOp(Ops.GEP, first.dtype.scalar().vec(n), (picks[0][0],), tuple(i for _, i in lanes_in_order))
         return UOp(Ops.VECTORIZE, first.dtype.scalar().vec(n), tuple(c.gep(i) for c, i in lanes))
 
     def lanes_for(self, u: UOp) -> int:
@@ -308,9 +315,11 @@ class _Devectorizer:
         return (self.get(alt, start, w) if alt.dtype.count > 1 else _broadcast(self.get(alt, 0, 1), w),)
 
     def _runs(self, index: UOp, dt: DType) -> list[list[int]] | None:
-        """The lanes of an ungated STORE of `dt` through `index` grouped into runs of contiguous addresses, each as
-        wide as a vector of the target, when they all are (a transposed tile: lanes of the value's vectors go to
-        the other axis's runs); None otherwise."""
+        """The lanes of an ungated STORE of `dt` through `index` grouped into runs of contiguous addresses (a
+        transposed tile: lanes of the value's vectors go to the other axis's runs): each stretch of neighbouring
+        addresses cut into vectors of the target, then the powers of two its rest holds (a convolution's rows of
+        14 outputs: 8 + 4 + 2); None where no two lanes are neighbours, or the addresses are not one expression
+        plus constants."""
         width = dt.count
         addresses, gates = self._addresses(index, width)
         w = _width(width, self.max_lanes(Ops.STORE, dt.scalar()))
@@ -318,12 +327,21 @@ class _Devectorizer:
         if offsets is None or len(set(offsets)) != width:
             return None
         order = sorted(range(width), key=lambda k: offsets[k])
-        while w > 1:  # the widest runs that all are contiguous
-            runs = [order[i : i + w] for i in range(0, width, w)]
-            if all([offsets[k] for k in run] == list(range(offsets[run[0]], offsets[run[0]] + w)) for run in runs):
-                return runs
-            w //= 2
-        return None
+        stretches = [[order[0]]]
+        for k in order[1:]:
+            if offsets[k] == offsets[stretches[-1][-1]] + 1:
+                stretches[-1].append(k)
+            else:
+                stretches.append([k])
+        if all(len(s) == 1 for s in stretches):
+            return None
+        runs = []
+        for stretch in stretches:
+            while stretch:
+                n = _width(1 << (len(stretch).bit_length() - 1), w)  # the largest power of two that fits, up to w
+                runs.append(stretch[:n])
+                stretch = stretch[n:]
+        return runs
 
     def store(self, u: UOp) -> UOp:
         index, value = u.src
@@ -333,7 +351,11 @@ class _Devectorizer:
             addresses, _ = self._addresses(index, value.dtype.count)
             ptr = self.get(index.src[0], 0, 1)
             for run in runs:
-                stores.append(ptr.index(addresses[run[0]]).store(self._gather([self._locate(value, k) for k in run])))
+                if len(run) == 1:
+                    stores.append(ptr.index(addresses[run[0]]).store(self.get(value, run[0], 1)))
+                    continue
+                stored = self._gather([self._locate(value, k) for k in run])
+                stores.append(ptr.index(addresses[run[0]]).store(stored))
             return stores[0] if len(stores) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(stores))
         for a in accesses:
             start, w, targets = a.start, a.width, a.targets

@@ -53,6 +53,9 @@ typedef __UINT64_TYPE__ uint64_t;
 #define bool _Bool
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
+#if !defined(__clang__) && __GNUC__ < 12
+#error "zeptograd's C kernels need gcc 12 or later, or clang (__builtin_shufflevector): set CC"
+#endif
 #endif
 """
 
@@ -269,6 +272,13 @@ class CRenderer:
         """A vector of `dt` made of lanes `idxs` of `vec` (a GEP of several lanes)."""
         return self.vector_literal(dt, [self.lane(vec, i) for i in idxs])
 
+    def shuffle(self, a: str, b: str, idxs: Sequence[int]) -> str | None:
+        """A vector of lanes `idxs` of two vectors of one type, `a` then `b` (lane i of b is count + i), as one
+        shuffle, or None where the dialect has none (the lanes are then gathered one by one). GCC (12 and later)
+        and clang's `__builtin_shufflevector` becomes one or two permutes: gcc made the lane-by-lane vector of a
+        convolution tile's transposed stores (`(float16){v[0], w[0], ..}`) as scalar extracts and inserts."""
+        return f"__builtin_shufflevector({a}, {b}, {', '.join(map(str, idxs))})"
+
     def load(self, dt: DType, index: UOp, lvalue: str) -> str:
         return _vector_access(dt, index, lvalue, "const ")
 
@@ -359,14 +369,17 @@ class CRenderer:
             elif op is Ops.VECTORIZE and u.dtype.scalar() is dtypes.bool:
                 bind(u, "vec", self.vector_literal(u.dtype, [f"-({self.type_name(MASK)})({x})" for x in src]))
             elif op is Ops.VECTORIZE:
-                bind(u, "vec", self.vector_literal(u.dtype, src))
+                shuffled = self._shuffled(u, names)
+                bind(u, "vec", shuffled if shuffled is not None else self.vector_literal(u.dtype, src))
             elif op is Ops.GEP and u.dtype is dtypes.bool:
                 bind(u, "lane", f"({self.lane(src[0], u.arg[0])} != 0)")
             elif op is Ops.GEP:
                 if len(u.arg) == 1:
                     bind(u, "lane", self.lane(src[0], u.arg[0]))
                 else:
-                    bind(u, "vec", self.swizzle(u.dtype, src[0], u.arg))
+                    lanes = [_lane_source(u.src[0], i) for i in u.arg]
+                    shuffled = self.shuffle(names[lanes[0][0]], names[lanes[0][0]], [i for _, i in lanes])
+                    bind(u, "vec", shuffled if shuffled is not None else self.swizzle(u.dtype, src[0], u.arg))
             elif op is Ops.RANGE:
                 names[u] = f"ridx{u.arg}"
                 emit(self.loop(u.dtype, names[u], src[0]))
@@ -414,6 +427,19 @@ class CRenderer:
         args = ", ".join(text for _, text in sorted(params, key=lambda p: p[0])) or "void"
         prelude = self.prelude(vectors, needs_floor, uops)
         return "\n".join([prelude, self.head(name, args), *lines, "}", ""])
+
+    def _shuffled(self, u: UOp, names: dict[UOp, str]) -> str | None:
+        """VECTORIZE `u` as one shuffle, when each of its lanes is a lane of one of two vectors of one type."""
+        if u.dtype.count < 2 or any(s.op is not Ops.GEP or len(s.arg) != 1 for s in u.src):
+            return None
+        lanes = [_lane_source(s.src[0], s.arg[0]) for s in u.src]
+        position = {v: i for i, v in enumerate(dict.fromkeys(v for v, _ in lanes))}
+        vectors = list(position)
+        if len(vectors) > 2 or len({v.dtype for v in vectors}) != 1 or vectors[0].dtype.count < 2:
+            return None
+        count = vectors[0].dtype.count
+        idxs = [position[v] * count + i for v, i in lanes]
+        return self.shuffle(names[vectors[0]], names[vectors[-1]], idxs)
 
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
         op, dt = u.op, u.dtype
@@ -467,6 +493,14 @@ class CRenderer:
         if op in MATH_FUNCTIONS:
             return _float_math(op, dt, src[0]), False
         raise NotImplementedError(f"the C renderer cannot render {op.name}")
+
+
+def _lane_source(v: UOp, i: int) -> tuple[UOp, int]:
+    """Lane `i` of vector `v` as a lane of the vector it was taken from, through GEPs of several lanes (a tile's
+    half-vectors): a shuffle then reads the whole vector, not a copy of its half."""
+    while v.op is Ops.GEP and len(v.arg) > 1:
+        v, i = v.src[0], v.arg[i]
+    return v, i
 
 
 def _typedefs(dt: DType) -> str:

@@ -305,6 +305,9 @@ class CUDARenderer(CRenderer):
             raise NotImplementedError(f"the CUDA renderer has no type for {dt!r}")
         return CUDA_TYPES[dt]
 
+    def shuffle(self, a: str, b: str, idxs: Sequence[int]) -> str | None:
+        return None  # lanes are gathered one by one
+
     def vector_literal(self, dt: DType, lanes: list[str]) -> str:
         return f"{self.type_name(dt)}{{{{{', '.join(lanes)}}}}}"
 

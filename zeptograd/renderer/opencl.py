@@ -148,6 +148,9 @@ class OpenCLRenderer(CRenderer):
             raise NotImplementedError(f"the OpenCL renderer has no launch index {u.arg!r} (gidxN and lidxN)")
         return f"const {self.type_name(u.dtype)} {u.arg} = {fn}({u.arg[-1]});"
 
+    def shuffle(self, a: str, b: str, idxs: Sequence[int]) -> str | None:
+        return None  # lanes are gathered one by one
+
     def vector_literal(self, dt: DType, lanes: list[str]) -> str:
         return f"({self.type_name(dt)})({', '.join(lanes)})"
 

@@ -171,6 +171,9 @@ class WGSLRenderer(CRenderer):
     def choose(self, cond: str, yes: str, no: str) -> str:
         return f"select({no}, {yes}, {cond})"
 
+    def shuffle(self, a: str, b: str, idxs: Sequence[int]) -> str | None:
+        return None  # lanes are gathered one by one
+
     def vector_literal(self, dt: DType, lanes: list[str]) -> str:
         return f"{self.type_name(dt)}({', '.join(lanes)})"
 
