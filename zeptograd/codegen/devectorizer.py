@@ -95,7 +95,7 @@ class _Devectorizer:
             # the tree pairs vector i with i + n/2, so its lanes come out in bit-reversed order: fed in that order,
             # they come out in order, and the run is the tree's vector as it is (no permute before the store)
             bits = n.bit_length() - 1
-            reverse = [int(format(m, f"0{bits}b")[::-1], 2) if bits else 0 for m in range(n)]
+            reverse = [int(format(m, f"0{bits}b")[::-1], 2) for m in range(n)]
             picks = _transposed([sources[r] for r in reverse], k, 1)
             lanes_in_order = [picks[reverse[i]] for i in range(n)]
             return UOp(Ops.GEP, first.dtype.scalar().vec(n), (picks[0][0],), tuple(i for _, i in lanes_in_order))
@@ -338,7 +338,7 @@ class _Devectorizer:
         runs = []
         for stretch in stretches:
             while stretch:
-                n = _width(1 << (len(stretch).bit_length() - 1), w)  # the largest power of two that fits, up to w
+                n = min(1 << (len(stretch).bit_length() - 1), w)  # the largest power of two that fits, up to w
                 runs.append(stretch[:n])
                 stretch = stretch[n:]
         return runs

@@ -186,7 +186,6 @@ class OpenCLRenderer(CRenderer):
             # numpy's answer (and the CPU device's, whose x86 conversion goes through an int)
             signed = dtypes.int64 if u.dtype.itemsize == 8 else dtypes.int32
             x = self.cast(UOp(Ops.CAST, signed.vec(u.dtype.count), (u.src[0],)), x)
-            src = signed.vec(u.dtype.count)
         if u.dtype.count > 1:
             return f"convert_{self.type_name(u.dtype)}({x})"
         return f"({self.type_name(u.dtype)})({x})"
