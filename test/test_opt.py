@@ -330,25 +330,36 @@ def test_a_forked_child_runs_threaded_kernels():
     assert os.WIFEXITED(done[1]) and os.WEXITSTATUS(done[1]) == 0
 
 
-def test_convolution_whose_weight_panel_overflows_l1_takes_one_vector_of_channels(monkeypatch):
-    """A channels-last convolution summing 64 channels x 9 taps: a panel of 32 output channels (72 KiB of weights)
-    overflows a 48 KiB L1, so the tile is one vector of 16 channels by 2 output rows (which the weight ignores: each
-    weight vector serves twice the FMAs) by up to 14 columns (14 of 28: 28 accumulators); with an L1 that holds it,
-    the tile stays 2 vectors wide (by 7 columns). The values are numpy's either way."""
+@pytest.mark.parametrize(
+    "l1, l2, tile",
+    [
+        (8 << 10, 1 << 20, [4, 64]),  # the 36 KiB panel of all 64 channels within a quarter of L2: 4 x 4 vectors
+        (8 << 10, 64 << 10, [2, 8, 16]),  # not within it: one vector by 2 rows by the row's 8 columns
+        (1 << 30, 1 << 20, [8, 32]),  # an L1 that holds the 2-vector panel: 2 vectors by 8 columns
+    ],
+)
+def test_convolution_tile_follows_where_its_weight_panel_fits(l1, l2, tile, monkeypatch):
+    """A channels-last convolution summing 16 channels x 9 taps into 64: a panel of 32 output channels (18 KiB of
+    weights) overflows an 8 KiB L1. Where the panel of all 64 output channels (36 KiB) stays in L2, the tile is 4
+    vectors of channels by 4 columns (each broadcast input serves 4 FMAs from a register); else one vector of 16
+    channels by 2 output rows (which the weight ignores: each weight vector serves twice the FMAs) by the columns;
+    with an L1 that holds the 2-vector panel, the tile stays 2 vectors wide. The values are numpy's whichever plan,
+    on the CPU and on the PYTHON device (the reference semantics)."""
     from zeptograd.codegen import heuristic
+    from zeptograd.mixin import nn
 
-    x, w = _inputs((2, 64, 28, 28), (64, 64, 3, 3), seed=31)
+    x, w = _inputs((1, 16, 2, 8), (64, 16, 3, 3), seed=31)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
     want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)
-    tiles = {}
-    for l1 in (48 << 10, 1 << 30):
-        monkeypatch.setattr(heuristic, "L1_BYTES", l1)
-        t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
-        items, _ = create_schedule([t.uop], ["CPU"])
-        opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
-        tiles[l1] = sorted(o.amount for o in opts if o.op is OptOps.UPCAST)
-        np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)
-    assert tiles == {48 << 10: [2, 14, 16], 1 << 30: [7, 32]}, tiles  # 7: the most rows up to 8 that divide 28
+    monkeypatch.setattr(heuristic, "L1_BYTES", l1)
+    monkeypatch.setattr(heuristic, "L2_BYTES", l2)
+    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # the padded channels-last copy of a small input too
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+    items, _ = create_schedule([t.uop], ["CPU"])
+    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == tile, opts
+    for device in ("CPU", "PYTHON"):
+        np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,9 @@ The rules, in order (each applied only where its amount divides the axis):
    Tensor.matmul stores a large right operand as panels of two vectors' width, so the lanes of `n` are one
    contiguous read. A large dense conv2d reads channels-last copies of its input and weight: two vectors of
    output channels (contiguous in the weight) by 8 (AVX-512) or 4 output columns; where the weights of two vectors
-   of channels (over all taps and input channels) overflow L1, one vector by up to 14 columns by 2 or 4 output rows
-   (or images: an even output axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). When A is
+   of channels (over all taps and input channels) overflow L1, four vectors by 4 columns where the weights of all
+   four fit a quarter of L2 (`_broad_panel`), else one vector by up to 14 columns by 2 or 4 output rows (or
+   images: an even output axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). When A is
    contiguous along a reduce axis that is not the innermost one (the input channels of a channels-last
    convolution), SWAP makes it innermost. When B is over 1 MiB, SWAP puts the column tiles outside: one tile of
    it stays in L2 while the rows of A stream past.
@@ -97,22 +98,28 @@ THREAD_MIN_WORK = 1 << 17
 CHUNKS_PER_THREAD = 4
 CHUNK_MIN_WORK = 1 << 16
 SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in the caches across row tiles
+# a convolution whose weights stay in L2 (`_broad_panel`): a tile of this many vectors of output channels by this
+# many output columns (16 accumulators)
+BROAD_VECTORS = 4
+BROAD_COLUMNS = 4
 WINDOW_MAX = 4  # a reduce loop this short (a pooling window's side) is unrolled, when its whole window is small
 
 
-def _l1_data_cache_bytes() -> int:
-    """A core's L1 data cache, from Linux's sysfs (this project's Xeon: 48 KiB); 32 KiB where it is not known."""
+def _cache_bytes(level: int, default: int) -> int:
+    """A core's data (or unified) cache of `level`, from Linux's sysfs; `default` where it is not known."""
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            if (index / "level").read_text().strip() == "1" and (index / "type").read_text().strip() == "Data":
+            kind = (index / "type").read_text().strip()
+            if (index / "level").read_text().strip() == str(level) and kind in ("Data", "Unified"):
                 size = (index / "size").read_text().strip()
                 return int(size[:-1]) << 10 if size.endswith("K") else int(size)
         except (OSError, ValueError):
             continue
-    return 32 << 10
+    return default
 
 
-L1_BYTES = _l1_data_cache_bytes()
+L1_BYTES = _cache_bytes(1, 32 << 10)  # this project's Xeon: 48 KiB; its AMD EPYC (Zen 4): 32 KiB
+L2_BYTES = _cache_bytes(2, 1 << 20)  # the Xeon: 2 MiB; the EPYC: 1 MiB
 
 
 def _stride(idx: UOp, r: UOp) -> int | None:
@@ -356,6 +363,20 @@ def _panel_spills(ast: UOp, reds: list[UOp], reads: list[_Read], rm: UOp, width:
     return math.prod(r.src[0].arg for r in reds) * width * itemsize > L1_BYTES
 
 
+def _broad_panel(ast: UOp, reds: list[UOp], n: int, vector: int) -> bool:
+    """Does a convolution whose two-vector weight panel overflows L1 take `BROAD_VECTORS` vectors of output channels
+    by `BROAD_COLUMNS` columns instead: n a multiple of them, and their panel (over all its taps and input channels)
+    within a quarter of L2, where it stays while the input streams past? Each input value is then broadcast into a
+    register once for 4 FMAs, and each weight vector serves 4; in the one-vector tile each FMA reads its broadcast
+    operand from memory itself. On an AMD EPYC (Zen 4), bench/ops.py's (8,64,56,56) layer, its kernel alone,
+    medians of 41 alternating runs: 10.19 / 10.29 -> 9.04 / 9.08 ms; 4 x 7 columns (28 accumulators, 33 registers
+    with the operands) 9.2-9.5. With 128 or 256 input channels (a 288 KiB or 576 KiB panel) the one-vector tile is
+    as fast or faster (9.87 vs 10.35, 9.03 vs 9.25 ms)."""
+    itemsize = next(u for u in ast.toposort() if u.op is Ops.REDUCE).dtype.itemsize
+    panel = math.prod(r.src[0].arg for r in reds) * BROAD_VECTORS * vector * itemsize
+    return n % (BROAD_VECTORS * vector) == 0 and panel <= L2_BYTES // 4
+
+
 def _split_biggest(ast: UOp, reads: list[_Read], outs: list[UOp], threads: int, first: int) -> int:
     """The output loop to split across cores in a matmul: one the biggest operand depends on, when it is bigger than
     the output, so that each core reads half of it (x @ w.T in nn.Linear(784, 256)'s forward: w, 802 KB, split by
@@ -429,7 +450,10 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         vector, rows = _register_tile(ast, renderer, float_lanes)
         an = _divisor(sizes[n], (2 * vector, vector))
         narrow = an == 2 * vector and _panel_spills(ast, reds, reads, rm, 2 * vector)
-        if narrow:
+        broad = narrow and _broad_panel(ast, reds, sizes[n], vector)
+        if broad:
+            an = BROAD_VECTORS * vector  # a convolution's weights stay in L2: every channel vector of them at once
+        elif narrow:
             an = vector  # a convolution's weights for two vectors of channels do not fit L1: one, and more rows
         if (wide := _wide_tile(sizes[n], vector, rows, reds, reads, rm, rn, an)) is not None and sizes[n] % wide:
             planned = len(opts)
@@ -438,13 +462,16 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         an = wide if wide is not None else an
         third = _second_row_axis(outs, reads, rm, rn) if an == vector else None
         weight_rows = False
-        if narrow and third is None:
+        if narrow and not broad and third is None:
             third = _weight_row_axis(outs, reads, rm, rn)
             weight_rows = third is not None
         several = an == 2 * vector or (wide is not None and an == wide)  # vectors of n a row: rows of m for them
         # the most rows that divide m within the budget (7 for 14, not 2: a Winograd convolution's tile columns)
         first = rows if several or third is not None else 2 * rows
-        if weight_rows:
+        candidates: tuple[int, ...]
+        if broad:
+            candidates = (BROAD_COLUMNS, 2)
+        elif weight_rows:
             # up to 14 columns by two or more rows of the third axis (below): 28 accumulators, and room for the
             # weight vector in 32 registers (bench/ops.py's convolution kernel, medians of 15 alternating runs:
             # 9.30 -> 8.58 ms)
