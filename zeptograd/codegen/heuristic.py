@@ -359,8 +359,13 @@ def _panel_spills(ast: UOp, reds: list[UOp], reads: list[_Read], rm: UOp, width:
     (one reduce axis) keeps its tile."""
     if len(reds) < 2 or not any(rm not in x.loops for x in reads):
         return False
+    return _panel_bytes(ast, reds, width) > L1_BYTES
+
+
+def _panel_bytes(ast: UOp, reds: list[UOp], width: int) -> int:
+    """The bytes of a B panel `width` columns wide over all of the reduce loops `reds`, in the accumulator's dtype."""
     itemsize = next(u for u in ast.toposort() if u.op is Ops.REDUCE).dtype.itemsize
-    return math.prod(r.src[0].arg for r in reds) * width * itemsize > L1_BYTES
+    return math.prod(r.src[0].arg for r in reds) * width * itemsize
 
 
 def _broad_panel(ast: UOp, reds: list[UOp], n: int, vector: int) -> bool:
@@ -372,9 +377,8 @@ def _broad_panel(ast: UOp, reds: list[UOp], n: int, vector: int) -> bool:
     medians of 41 alternating runs: 10.19 / 10.29 -> 9.04 / 9.08 ms; 4 x 7 columns (28 accumulators, 33 registers
     with the operands) 9.2-9.5. With 128 or 256 input channels (a 288 KiB or 576 KiB panel) the one-vector tile is
     as fast or faster (9.87 vs 10.35, 9.03 vs 9.25 ms)."""
-    itemsize = next(u for u in ast.toposort() if u.op is Ops.REDUCE).dtype.itemsize
-    panel = math.prod(r.src[0].arg for r in reds) * BROAD_VECTORS * vector * itemsize
-    return n % (BROAD_VECTORS * vector) == 0 and panel <= L2_BYTES // 4
+    width = BROAD_VECTORS * vector
+    return n % width == 0 and _panel_bytes(ast, reds, width) <= L2_BYTES // 4
 
 
 def _split_biggest(ast: UOp, reads: list[_Read], outs: list[UOp], threads: int, first: int) -> int:
