@@ -140,16 +140,26 @@ def test_large_conv_against_torch(xs, ws, kw):
     _against_torch(lambda x, w, b: x.conv2d(w, b, **kw), lambda x, w, b: tconv(x, w, b, **kw), [x, w, b], atol=2e-4)
 
 
-def test_large_conv_reads_channels_last_copies():
-    # a CPU layout (the GPU devices keep NCHW), so on the CPU whatever DEVICE says
-    x, w = Tensor(_randn((2, 16, 48, 48), 23), device="CPU"), Tensor(_randn((32, 16, 3, 3), 24), device="CPU")
-    out = x.conv2d(w, padding=1)
+@pytest.mark.parametrize(
+    "device, k, kernels",
+    [
+        ("CPU", 3, 2),  # the weight's channels-last copy, the convolution reading its input where it lies
+        ("CPU", 1, 3),  # a 1x1 convolution (a matmul over channels): the input's channels-last copy too
+        ("LLVM", 3, 3),  # LLVM selects each gated load's address: the input's padded channels-last copy
+    ],
+)
+def test_large_conv_reads_its_input_in_place_on_the_cpu_device(device, k, kernels):
+    # CPU layouts (the GPU devices keep NCHW), so on these devices whatever DEVICE says
+    if device == "LLVM":
+        pytest.importorskip("llvmlite")
+    x = Tensor(_randn((2, 16, 48, 48), 23), device=device)
+    w = Tensor(_randn((32, 16, k, k), 24), device=device)
+    out = x.conv2d(w, padding=k // 2)
     GlobalCounters.reset()
     out.realize()
-    assert GlobalCounters.kernel_count == 3  # the input's padded copy, the weight's copy, the convolution
-    np.testing.assert_allclose(
-        out.numpy(), F.conv2d(torch.tensor(x.numpy()), torch.tensor(w.numpy()), padding=1).numpy(), atol=1e-4
-    )
+    assert GlobalCounters.kernel_count == kernels
+    want = F.conv2d(torch.tensor(x.numpy()), torch.tensor(w.numpy()), padding=k // 2).numpy()
+    np.testing.assert_allclose(out.numpy(), want, atol=1e-4)
 
 
 @pytest.mark.parametrize("cout, stored", [(32, 48), (24, 24), (64, 80)])

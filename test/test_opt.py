@@ -7,6 +7,7 @@ refused with an OptError before any code is made.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -223,7 +224,13 @@ def test_padto_gates_the_extra_iterations():
         np.testing.assert_allclose(run_plan((t * 2).exp2().sum(1), plan), np.exp2(x * 2.0).sum(1), rtol=1e-5)
     item = _kernel(t.sum(1))
     program = get_program(item.ast, Device["CPU"].renderer, [Opt(OptOps.PADTO, 1, 4)])
-    assert any(u.op is Ops.WHERE for u in program.uops)  # the padded iterations add the identity
+    # the padded iterations add the identity: their gated-off loads read as 0 (the gate is the padding's, so no
+    # WHERE is left around the load)
+    gated = [u for u in _global_loads(program) if len(u.src[0].src) == 3]
+    assert gated and all(u.src[1].op is Ops.CONST and u.src[1].arg == 0 for u in gated)
+    # max's identity is not the load's fallback 0: there the padded iterations still take -inf
+    program = get_program(_kernel(t.max(1)).ast, Device["CPU"].renderer, [Opt(OptOps.PADTO, 1, 4)])
+    assert any(u.op is Ops.WHERE and u.src[2].op is Ops.CONST and u.src[2].arg == -math.inf for u in program.uops)
 
 
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
@@ -339,11 +346,11 @@ def test_a_forked_child_runs_threaded_kernels():
     ],
 )
 def test_convolution_tile_follows_where_its_weight_panel_fits(l1, l2, tile, monkeypatch):
-    """A channels-last convolution summing 16 channels x 9 taps into 64: a panel of 32 output channels (18 KiB of
-    weights) overflows an 8 KiB L1. Where the panel of all 64 output channels (36 KiB) stays in L2, the tile is 4
+    """A convolution summing 16 channels x 9 taps into 64, its weight channels-last: a panel of 32 output channels (18
+    KiB of weights) overflows an 8 KiB L1. Where the panel of all 64 output channels (36 KiB) stays in L2, the tile is 4
     vectors of channels by 4 columns (each broadcast input serves 4 FMAs from a register); else one vector of 16
-    channels by 2 output rows (which the weight ignores: each weight vector serves twice the FMAs) by the columns;
-    with an L1 that holds the 2-vector panel, the tile stays 2 vectors wide. The values are numpy's whichever plan,
+    channels by 2 output rows (which the weight ignores: each weight vector serves twice the FMAs) by the columns; with
+    an L1 that holds the 2-vector panel, the tile stays 2 vectors wide. The values are numpy's whichever plan,
     on the CPU and on the PYTHON device (the reference semantics)."""
     from zeptograd.codegen import heuristic
     from zeptograd.mixin import nn
@@ -353,13 +360,70 @@ def test_convolution_tile_follows_where_its_weight_panel_fits(l1, l2, tile, monk
     want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)
     monkeypatch.setattr(heuristic, "L1_BYTES", l1)
     monkeypatch.setattr(heuristic, "L2_BYTES", l2)
-    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # the padded channels-last copy of a small input too
+    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
     items, _ = create_schedule([t.uop], ["CPU"])
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == tile, opts
     for device in ("CPU", "PYTHON"):
         np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
+
+
+def _conv_oracle(x: np.ndarray, w: np.ndarray, pad: int, stride: int) -> np.ndarray:
+    """Cross-correlation in float64 by numpy: every window of the zero-padded input times the weight."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    windows = np.lib.stride_tricks.sliding_window_view(xp, w.shape[2:], (2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("ncyxij,ocij->noyx", windows, w)
+
+
+@pytest.mark.parametrize("pad, stride", [(1, 1), (1, 2), (0, 1)])
+def test_a_convolution_reads_its_input_where_it_lies(pad, stride, monkeypatch):
+    """On the CPU device a large convolution reads its NCHW input in place: one copy (of the weight, channels-last)
+    before it, not two. Its tile is 4 columns by 4 vectors of output channels (30 columns padded to 32, 15 to 16),
+    its loop over input channels innermost, and each input value is one scalar load (gated where the padding is)
+    broadcast to a vector, not a lane of a vector load. The values are numpy's, on the CPU and on the PYTHON device (the
+    reference semantics) with the same plan."""
+    from zeptograd.codegen import heuristic
+    from zeptograd.mixin import nn
+
+    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    # the 2-vector weight panel (18 KiB) overflows L1, the 4-vector one (36 KiB) fits a quarter of L2
+    monkeypatch.setattr(heuristic, "L1_BYTES", 8 << 10)
+    monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
+    x, w = _inputs((2, 16, 4, 30 + 2 * (1 - pad)), (64, 16, 3, 3), seed=41)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride)
+    items, _ = create_schedule([t.uop], ["CPU"])
+    assert len(items) == 2, [item.ast.arg for item in items]  # the weight's copy, then the convolution
+    ast = items[-1].ast
+    opts = hand_coded_opts(ast, Device["CPU"].renderer, 16)
+    columns = t.shape[3]
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [4, 64], opts
+    assert any(o.op is OptOps.PADTO for o in opts) == (columns % 4 != 0), opts
+    program = get_program(ast, Device["CPU"].renderer, opts)
+    inputs = [u for u in _global_loads(program) if u.src[0].src[0].arg == 1]
+    assert inputs and all(u.dtype.count == 1 for u in inputs), [u.dtype for u in inputs]
+    assert all(len(u.src[0].src) == 3 for u in inputs) == (pad == 1)  # gated where the padding is
+    # the loop over the 16 input channels is the innermost one
+    ranges = [u for u in program.uops if u.op is Ops.RANGE]
+    assert ranges[-1].src[0].arg == 16, [r.src[0].arg for r in ranges]
+    want = _conv_oracle(x, w, pad, stride)
+    for device in ("CPU", "PYTHON"):
+        np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_padded_read_is_its_gated_load():
+    """A read of zero padding is the load gated by the padding's condition, whose fallback is the 0 itself: no
+    WHERE around it. Padding around a value that is not 0 at 0 (exp) keeps its WHERE. Values are numpy's."""
+    (a,) = _inputs((3, 14), seed=43)
+    t = Tensor(a).realize()
+    padded = t.pad(((0, 0), (1, 1))) * 2
+    program = get_program(_kernel(padded).ast, Device["CPU"].renderer, [])
+    assert not any(u.op is Ops.WHERE for u in program.uops)
+    np.testing.assert_array_equal(run_plan(padded, []), np.pad(a, ((0, 0), (1, 1))) * 2)
+    padded_exp = t.exp().pad(((0, 0), (1, 1)))
+    program = get_program(_kernel(padded_exp).ast, Device["CPU"].renderer, [])
+    assert any(u.op is Ops.WHERE for u in program.uops)
+    np.testing.assert_allclose(run_plan(padded_exp, []), np.pad(np.exp(a), ((0, 0), (1, 1))), rtol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -381,7 +445,7 @@ def test_convolution_of_one_channel_vector_takes_rows_the_weight_ignores(shape, 
     from zeptograd.mixin import nn
 
     monkeypatch.setattr(heuristic, "L1_BYTES", 8 << 10)  # a 32-channel panel of 16 x 9 taps is 18 KiB
-    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # the padded channels-last copy of a small input too
+    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
     x, w = _inputs(shape, (32, 16, 3, 3), seed=37)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
     want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)

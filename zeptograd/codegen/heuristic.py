@@ -19,14 +19,16 @@ The rules, in order (each applied only where its amount divides the axis):
      rows: half the weight broadcasts of 8 x 8, 118 -> 125 GFLOP/s);
    - else 8 x one vector.
    Tensor.matmul stores a large right operand as panels of two vectors' width, so the lanes of `n` are one
-   contiguous read. A large dense conv2d reads channels-last copies of its input and weight: two vectors of
-   output channels (contiguous in the weight) by 8 (AVX-512) or 4 output columns; where the weights of two vectors
-   of channels (over all taps and input channels) overflow L1, four vectors by 4 columns where the weights of all
-   four fit a quarter of L2 (`_broad_panel`), else one vector by up to 14 columns by 2 or 4 output rows (or
-   images: an even output axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). When A is
-   contiguous along a reduce axis that is not the innermost one (the input channels of a channels-last
-   convolution), SWAP makes it innermost. When B is over 1 MiB, SWAP puts the column tiles outside: one tile of
-   it stays in L2 while the rows of A stream past.
+   contiguous read. A large dense conv2d reads a channels-last copy of its weight (and its input in place on the
+   CPU device, else a channels-last copy of it): its vectors are output channels (contiguous in the weight,
+   `_conv_axes`) whatever the image's width, two of them by 8 (AVX-512) or 4 output columns; where the weights of
+   two vectors of channels (over all taps and input channels) overflow L1, four vectors by 4 columns where the
+   weights of all four fit a quarter of L2 (`_broad_panel`; the columns padded to a multiple of 4 where at most an
+   eighth of them is padding), else one vector by up to 14 columns by 2 or 4 output rows (or images: an even output
+   axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). When A is contiguous along a reduce axis that
+   is not the innermost one (the input channels of a channels-last convolution), SWAP makes it innermost; where A
+   is contiguous along none (an NCHW input), the longest reduce axis goes innermost (`_longest_reduce`). When B is
+   over 1 MiB, SWAP puts the column tiles outside: one tile of it stays in L2 while the rows of A stream past.
 3. A pooling window (every reduce loop at most `WINDOW_MAX` long, the window at most `WINDOW_MAX`^2): its loops
    UNROLLed, then the output row UPCAST to one vector, when every read along the row is contiguous or reads every
    other element (a stride-2 window); each tap is then a vector of the row (a contiguous run or two vector loads
@@ -280,6 +282,27 @@ def _matmul_axes(outs: list[UOp], reads: list[_Read], out_index: UOp) -> tuple[i
     return None
 
 
+def _conv_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read], vector: int) -> tuple[int, int] | None:
+    """(m, n) of a convolution (several reduce axes: the input channels and the taps) whose weight (the read that
+    depends on the fewest output axes) is contiguous along an output axis n that holds whole vectors (a weight
+    copied channels-last, see `Tensor.conv2d`): its output channels. m is the innermost output axis the weight
+    ignores and the input reads (its columns), so each input value is broadcast to a vector of channels, whatever
+    the width of the image (56: no whole vectors along it) and however the input lies (NCHW, read in place)."""
+    if len(reds) < 2 or len(reads) < 2:
+        return None
+    # the weight depends on one output axis (its channels), the input on the others (batch, rows, columns)
+    weight = min(reads, key=lambda x: (sum(r in x.loops for r in outs), x.nbytes))
+    n = next((i for i, r in enumerate(outs) if _stride(weight.address, r) == 1), None)
+    if n is None or outs[n].src[0].arg % vector:
+        return None
+    rn = outs[n]
+    for m in range(len(outs) - 1, -1, -1):
+        rm = outs[m]
+        if m != n and rm not in weight.loops and any(rn not in x.loops and rm in x.loops for x in reads):
+            return m, n
+    return None
+
+
 def _dot_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read]) -> tuple[int, int] | None:
     """(m, n) of a matmul whose operands are both contiguous along the last reduce axis and neither along an
     output axis (x @ w.T with w stored (out, in)): A ignores n, B ignores m."""
@@ -302,6 +325,17 @@ def _contiguous_reduce(reds: list[UOp], reads: list[_Read], rn: UOp) -> int | No
         if any(rn not in x.loops and _stride(x.address, r) == 1 for x in reads):
             return i
     return None
+
+
+def _longest_reduce(reds: list[UOp], reads: list[_Read], rn: UOp) -> int | None:
+    """A convolution reading its input in place (NCHW: A contiguous along no reduce axis but the taps'): the
+    longest reduce axis, its input channels, when it is not the innermost one. A loop of 64 channels, not of 3
+    taps, and the padding's gates, which depend on the taps only, are computed outside it (bench/ops.py's layer,
+    its kernel alone, medians of 11: 9.31 -> 8.94 ms)."""
+    if len(reds) < 2 or not any(rn not in x.loops for x in reads):
+        return None
+    longest = max(range(len(reds)), key=lambda i: (reds[i].src[0].arg, -i))
+    return longest if reds[longest].src[0].arg > reds[-1].src[0].arg else None
 
 
 def _even_axis_ignored_by(
@@ -431,7 +465,8 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         return _gpu_opts(ast, renderer, gpu)
     lanes = float_lanes or _float_lanes(renderer)
     dot = _dot_axes(outs, reds, reads) if reds else None
-    mm = _matmul_axes(outs, reads, out_index) if reds and dot is None else None
+    conv = _conv_axes(outs, reds, reads, _register_tile(ast, renderer, float_lanes)[0]) if reds else None
+    mm = (conv or _matmul_axes(outs, reads, out_index)) if reds and dot is None else None
     if dot is not None:
         # both operands contiguous along the reduce axis (x @ w.T): a tile of 4 x 4 outputs, each a vector
         # accumulator along the reduce axis, summed across its lanes at the end (128x784 @ 784x256 alone: 175-185
@@ -484,6 +519,13 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
             candidates = tuple(range(2 * rows, 1, -1))
         else:
             candidates = (first, 8, *range(rows, 1, -1))
+        if broad and sizes[m] % BROAD_COLUMNS and -sizes[m] % BROAD_COLUMNS * 8 <= sizes[m]:
+            # columns padded up to whole tiles (the extra ones gated off): 54 columns as 14 tiles of 4, not 27 of 2
+            # (bench/ops.py's layer without padding, its kernel alone, medians of 9: 12.9 -> 9.6 ms)
+            planned = len(opts)
+            ast = _try(ast, opts, Opt(OptOps.PADTO, m, BROAD_COLUMNS))
+            if len(opts) > planned:
+                sizes = [r.src[0].arg for r in output_axes(ast)]
         if (am := _divisor(sizes[m], candidates)) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:
@@ -500,7 +542,9 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         # loop instead: one tile of B stays in L2 while the rows of A stream past it (2048: 155 -> 185 GFLOP/s)
         # A's contiguous reduce axis innermost: its reads walk memory in order (a channels-last convolution sums
         # over input channels, contiguous, inside the loops over the taps; 118 -> 171 GFLOP/s with the tile above)
-        if (k := _contiguous_reduce(reds, reads, rn)) is not None:
+        if (k := _contiguous_reduce(reds, reads, rn)) is not None or (
+            k := _longest_reduce(reds, reads, rn)
+        ) is not None:
             base = len(output_axes(ast))
             ast = _try(ast, opts, Opt(OptOps.SWAP, base + k, base + len(reds) - 1))
         b_bytes = max((x.nbytes for x in reads if rm not in x.loops), default=0)

@@ -137,12 +137,33 @@ def _ungated_load(index: UOp, ld: UOp) -> UOp:
     return index.src[0].index(index.src[1]).load(dtype=ld.dtype)  # a vector load stays one
 
 
+def _lane(v: UOp, k: int) -> UOp:
+    """Lane k of vector `v`: the lane itself when v is built lane by lane."""
+    return v.src[k] if v.op is Ops.VECTORIZE else v.gep(k)
+
+
 def _lane_load(g: UOp, ld: UOp, i: UOp) -> UOp | None:
     ptr = i.src[0].dtype
     if ld.dtype.count == 1 or len(set(g.arg)) != 1 or getattr(ptr, "base", ptr).count != 1:
         return None
-    lane = i.src[0].index(i.src[1] + g.arg[0]).load(dtype=ld.dtype.scalar())
+    k = g.arg[0]
+    if len(i.src) == 2:
+        lane = i.src[0].index(i.src[1] + k).load(dtype=ld.dtype.scalar())
+    else:
+        # a masked load (a gate per lane): the element with its own gate and its lane of the fallback
+        alt = (_lane(ld.src[1], k),) if len(ld.src) > 1 else ()
+        lane = i.src[0].index(i.src[1] + k, _lane(i.src[2], k)).load(*alt, dtype=ld.dtype.scalar())
     return lane if len(g.arg) == 1 else UOp(Ops.VECTORIZE, g.dtype, (lane,) * len(g.arg))
+
+
+def _broadcast_picked_lane(v: UOp) -> UOp | None:
+    x = v.src[0]
+    if len(v.src) < 2 or any(s is not x for s in v.src) or x.op is not Ops.GEP or len(x.arg) != 1:
+        return None
+    inner = x.src[0]
+    if inner.op is not Ops.GEP or inner.src[0].op is not Ops.LOAD:
+        return None
+    return UOp(Ops.VECTORIZE, v.dtype, (UOp(Ops.GEP, x.dtype, inner.src, (inner.arg[x.arg[0]],)),) * len(v.src))
 
 
 # one lane of a vector load is a load of that element: a tile's broadcast operand, contiguous along the tile's
@@ -150,11 +171,15 @@ def _lane_load(g: UOp, ld: UOp, i: UOp) -> UOp | None:
 # shuffle port, which also runs half the FMAs: the weight gradient of a linear layer ran at a third of the speed)
 lane_loads = PatternMatcher(
     [
+        # VECTORIZE(GEP(GEP(LOAD, lanes), k), ...) -> VECTORIZE(GEP(LOAD, lanes[k]), ...): the broadcast of a lane
+        # of the lanes a strided load picks is the broadcast of a lane of the load (then a load of its own, below:
+        # a stride-2 convolution's input)
+        (UPat(Ops.VECTORIZE, name="v"), _broadcast_picked_lane, "broadcast of a picked lane -> of the load's lane"),
         # GEP(LOAD(INDEX(p, i)), k) -> LOAD(INDEX(p, i + k)); GEP(LOAD(INDEX(p, i)), (k, k, ...)) -> its broadcast
         (
             UPat(
                 Ops.GEP,
-                src=(UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat()), name="i"),), name="ld"),),
+                src=(UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="i"),), allow_any_len=True, name="ld"),),
                 name="g",
             ),
             _lane_load,

@@ -22,7 +22,7 @@ from zeptograd.helpers import WINO, ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
 from zeptograd.mixin.movement import movement_uop, stored_as
 from zeptograd.mixin.reduce import SPLIT_SUM, sum_of_products
-from zeptograd.runtime.device import cpu_layouts
+from zeptograd.runtime.device import cpu_layouts, padded_reads_in_place
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -130,9 +130,10 @@ def _odd_lines_pad(row: int, itemsize: int) -> int:
     return per_line if row * itemsize % (2 * CACHE_LINE) == 0 else 0
 
 
-# a large dense convolution with this many channels makes that copy channels-last (N, *spatial, C), and a
-# channels-last copy of its weight (*k, Cin, Cout): then it is a matmul whose register tile is 16 output channels
-# (contiguous in the weight) by 4 output columns, summing over input channels (contiguous in the input). For
+# a large dense convolution with this many channels makes a channels-last copy of its weight (*k, Cin, Cout): then
+# it is a matmul whose register tile is vectors of output channels (contiguous in the weight) by output columns. On
+# the CPU device it reads its input in place (`padded_reads_in_place`); elsewhere, and for a 1x1 convolution, it
+# makes that padded copy channels-last (N, *spatial, C), contiguous along the input channels it sums over. For
 # (8,64,56,56) * (64,64,3,3): 118 -> 171 GFLOP/s in the kernel, for one transposing copy instead of a plain one
 CHANNELS_LAST_MIN = 16
 
@@ -415,7 +416,10 @@ class NNMixin:
         # took 0.6 ms of Python as tensor ops
         u, wu = x.uop, weight.uop
         if _materialize_padding(x) and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN:
-            u = stored_as(u, (0, *range(2, 2 + n), 1))
+            if prod(kernel) == 1 or not padded_reads_in_place(x.device):
+                # the input channels-last, contiguous along them (a 1x1 convolution is a matmul over the channels);
+                # the CPU device reads a convolution's input in place (see `padded_reads_in_place`)
+                u = stored_as(u, (0, *range(2, 2 + n), 1))
             # the weight stored as (*k, Cin, Cout), its rows an odd number of cache lines apart
             wu = stored_as(wu, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, weight.dtype.itemsize))
         elif any(p != (0, 0) for p in pads) and _materialize_padding(x):

@@ -374,6 +374,23 @@ def fold_where_const(cond: UOp, x: UOp, y: UOp) -> UOp | None:
     return None
 
 
+def _and_terms(x: UOp) -> set[UOp]:
+    """The terms of a conjunction `a & b & ...` (x itself when it is no AND)."""
+    if x.op is not Ops.AND:
+        return {x}
+    return _and_terms(x.src[0]) | _and_terms(x.src[1])
+
+
+def fold_where_gated_load(c: UOp, ld: UOp, a: UOp) -> UOp | None:
+    """`where(c, load(p[i] if c & g else a), a) -> load(p[i] if c & g else a)`: where c is false, the load's gate is
+    false too and the load already gives a (a padded read: the gate that keeps the read inside the buffer is the
+    padding's own condition)."""
+    index = ld.src[0]
+    if len(ld.src) != 2 or ld.src[1] is not a or index.op is not Ops.INDEX or len(index.src) != 3:
+        return None
+    return ld if _and_terms(c) <= _and_terms(index.src[2]) else None
+
+
 def _int_only(fn: Any) -> Any:
     """Apply `fn` only to integer (and bool) nodes: the rule is not exact for floats."""
 
@@ -466,6 +483,12 @@ symbolic = PatternMatcher(
         (UPat.var("cond").where(UPat.var("x"), UPat.var("y")), fold_where_const, "where(const, x, y) -> x|y"),
         # where(c, x, x) -> x
         (UPat.var("c").where(UPat.var("x"), UPat.var("x")), lambda c, x: x, "where(c, x, x) -> x"),
+        # where(c, load(p[i] if c & g else a), a) -> the load
+        (
+            UPat.var("c").where(UPat(Ops.LOAD, name="ld"), UPat.var("a")),
+            fold_where_gated_load,
+            "where(c, load gated by c, a) -> load",
+        ),
         # where(c, True, False) -> c
         (UPat.var("c").where(True, False), lambda c: c, "where(c, True, False) -> c"),
         # where(c, False, True) -> not c
