@@ -141,6 +141,37 @@ def test_large_conv_against_torch(xs, ws, kw):
 
 
 @pytest.mark.parametrize(
+    "size, k, stride, dilation",
+    [
+        (9, 3, 1, 1),  # a 3x3 convolution's windows
+        (9, 3, 2, 1),  # overlapping and strided (every other column of each row)
+        (9, 2, 6, 2),  # dilated with a stride past the row: the rows are zero-padded up to the windows' span
+        (10, 3, 2, 3),
+    ],
+)
+def test_windows_on_all_axes_at_once(size, k, stride, dilation):
+    """The overlapping windows of both spatial axes are built by one chain of movement ops acting on every axis
+    (a 3x3 stride-1 convolution: 7 UOps, not 15); values against torch for conv2d and max_pool2d."""
+    from zeptograd.mixin.nn import _windows
+    from zeptograd.uop.ops import Ops
+
+    if (stride, dilation) == (1, 1):
+        u = Tensor(_randn((1, 1, size, size), 30)).uop
+        movement = (Ops.RESHAPE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.PERMUTE)
+        built = _windows(u, (k, k), (1, 1), (1, 1)).toposort(gate=lambda n: n is not u)
+        nodes = [n for n in built if n.op in movement and n is not u]
+        assert len(nodes) <= 7, [n.op for n in nodes]
+    x, w = _randn((2, 3, size, size + 1), 31), _randn((4, 3, k, k), 32)
+    kw = {"stride": stride, "dilation": dilation}
+    _against_torch(lambda x, w: x.conv2d(w, **kw), lambda x, w: F.conv2d(x, w, **kw), [x, w], atol=1e-4)
+    _against_torch(
+        lambda x: x.max_pool2d(k, stride, dilation=dilation),
+        lambda x: F.max_pool2d(x, k, stride, dilation=dilation),
+        [x],
+    )
+
+
+@pytest.mark.parametrize(
     "device, k, kernels",
     [
         ("CPU", 3, 2),  # the weight's channels-last copy, the convolution reading its input where it lies

@@ -275,10 +275,51 @@ def _windows(u: UOp, kernel: tuple[int, ...], stride: tuple[int, ...], dilation:
     """The sliding windows of `u` over its last len(kernel) axes (see `NNMixin._pool`): (*lead, *out, *kernel)."""
     n = len(kernel)
     nl = len(u.shape) - n
+    if all(d > 1 or k > s for k, s, d in zip(kernel, stride, dilation)):
+        return _overlapping_windows(u, kernel, stride, dilation)
     for axis, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
         u = _window_axis(u, nl + 2 * axis, k, s, d)
     # the axes are now (*lead, o1, k1, o2, k2, ...): windows first, taps last
     order = (*range(nl), *(nl + 2 * i for i in range(n)), *(nl + 2 * i + 1 for i in range(n)))
+    return movement_uop(u, Ops.PERMUTE, order)
+
+
+def _overlapping_windows(u: UOp, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> UOp:
+    """`_windows` where every axis's windows overlap (or are dilated): `_window_axis`'s construction on all the axes
+    at once, each movement op acting on every axis (7 UOps for a 3x3 convolution's two axes, not 15: the Python
+    of building, scheduling and freeing the graph is per node)."""
+    shape = u.shape
+    nl = len(shape) - len(kernel)
+    lead, sizes = shape[:nl], shape[nl:]
+    outs = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(sizes, kernel, stride, dilation)]
+    # k copies of each axis end to end, padded by k * d and read as k rows of n + d elements: row j starts j * d
+    # into its own copy, and its columns 0, s, 2s... are tap j of each window
+    u = movement_uop(u, Ops.RESHAPE, (*lead, *(v for i in sizes for v in (1, i))))
+    u = movement_uop(u, Ops.EXPAND, (*lead, *(v for i, k in zip(sizes, kernel) for v in (k, i))))
+    u = movement_uop(u, Ops.RESHAPE, (*lead, *(k * i for i, k in zip(sizes, kernel))))
+    u = movement_uop(u, Ops.PAD, (*((0, 0),) * nl, *((0, k * d) for k, d in zip(kernel, dilation))))
+    rows = [(k, i + d) for i, k, d in zip(sizes, kernel, dilation)]
+    u = movement_uop(u, Ops.RESHAPE, (*lead, *(v for row in rows for v in row)))
+    # each row cut (or zero-padded) to o * s columns
+    spans = [o * s for o, s in zip(outs, stride)]
+    if any(span > width for span, (_, width) in zip(spans, rows)):
+        pads = ((0, max(span - width, 0)) for span, (_, width) in zip(spans, rows))
+        u = movement_uop(u, Ops.PAD, (*((0, 0),) * nl, *(p for pad in pads for p in ((0, 0), pad))))
+    u = movement_uop(
+        u, Ops.SHRINK, (*((0, i) for i in lead), *(b for (k, _), span in zip(rows, spans) for b in ((0, k), (0, span))))
+    )
+    if any(s > 1 for s in stride):
+        # every s-th column: rows of s, the first of each
+        u = movement_uop(u, Ops.RESHAPE, (*lead, *(v for k, o, s in zip(kernel, outs, stride) for v in (k, o, s))))
+        u = movement_uop(
+            u,
+            Ops.SHRINK,
+            (*((0, i) for i in lead), *(b for k, o in zip(kernel, outs) for b in ((0, k), (0, o), (0, 1)))),
+        )
+        u = movement_uop(u, Ops.RESHAPE, (*lead, *(v for k, o in zip(kernel, outs) for v in (k, o))))
+    # the axes are (*lead, k1, o1, k2, o2, ...): windows first, taps last
+    n = len(kernel)
+    order = (*range(nl), *(nl + 2 * i + 1 for i in range(n)), *(nl + 2 * i for i in range(n)))
     return movement_uop(u, Ops.PERMUTE, order)
 
 
