@@ -327,13 +327,11 @@ def _contiguous_reduce(reds: list[UOp], reads: list[_Read], rn: UOp) -> int | No
     return None
 
 
-def _longest_reduce(reds: list[UOp], reads: list[_Read], rn: UOp) -> int | None:
+def _longest_reduce(reds: list[UOp]) -> int | None:
     """A convolution reading its input in place (NCHW: A contiguous along no reduce axis but the taps'): the
     longest reduce axis, its input channels, when it is not the innermost one. A loop of 64 channels, not of 3
     taps, and the padding's gates, which depend on the taps only, are computed outside it (bench/ops.py's layer,
     its kernel alone, medians of 11: 9.31 -> 8.94 ms)."""
-    if len(reds) < 2 or not any(rn not in x.loops for x in reads):
-        return None
     longest = max(range(len(reds)), key=lambda i: (reds[i].src[0].arg, -i))
     return longest if reds[longest].src[0].arg > reds[-1].src[0].arg else None
 
@@ -465,8 +463,10 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         return _gpu_opts(ast, renderer, gpu)
     lanes = float_lanes or _float_lanes(renderer)
     dot = _dot_axes(outs, reds, reads) if reds else None
-    conv = _conv_axes(outs, reds, reads, _register_tile(ast, renderer, float_lanes)[0]) if reds else None
-    mm = (conv or _matmul_axes(outs, reads, out_index)) if reds and dot is None else None
+    mm = None
+    if reds and dot is None:
+        vector, rows = _register_tile(ast, renderer, float_lanes)
+        mm = _conv_axes(outs, reds, reads, vector) or _matmul_axes(outs, reads, out_index)
     if dot is not None:
         # both operands contiguous along the reduce axis (x @ w.T): a tile of 4 x 4 outputs, each a vector
         # accumulator along the reduce axis, summed across its lanes at the end (128x784 @ 784x256 alone: 175-185
@@ -485,8 +485,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         # a register tile of vector accumulators, half the vector registers: rows x 2 vectors (AVX2: 4 x 16 of
         # float32; AVX-512, 32 registers: 8 x 32), or 4 x 2 x 1 vector when a third output axis (a convolution's
         # rows) is free for the second factor, else 8 x 1 vector. m first: the lanes of the axis upcast last
-        # vary fastest, and n is the one contiguous in memory
-        vector, rows = _register_tile(ast, renderer, float_lanes)
+        # vary fastest, and n is the one contiguous in memory (vector and rows: `_register_tile`, above)
         an = _divisor(sizes[n], (2 * vector, vector))
         narrow = an == 2 * vector and _panel_spills(ast, reds, reads, rm, 2 * vector)
         broad = narrow and _broad_panel(ast, reds, sizes[n], vector)
@@ -522,10 +521,8 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         if broad and sizes[m] % BROAD_COLUMNS and -sizes[m] % BROAD_COLUMNS * 8 <= sizes[m]:
             # columns padded up to whole tiles (the extra ones gated off): 54 columns as 14 tiles of 4, not 27 of 2
             # (bench/ops.py's layer without padding, its kernel alone, medians of 9: 12.9 -> 9.6 ms)
-            planned = len(opts)
             ast = _try(ast, opts, Opt(OptOps.PADTO, m, BROAD_COLUMNS))
-            if len(opts) > planned:
-                sizes = [r.src[0].arg for r in output_axes(ast)]
+            sizes = [r.src[0].arg for r in output_axes(ast)]
         if (am := _divisor(sizes[m], candidates)) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         if third is not None:
@@ -542,9 +539,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         # loop instead: one tile of B stays in L2 while the rows of A stream past it (2048: 155 -> 185 GFLOP/s)
         # A's contiguous reduce axis innermost: its reads walk memory in order (a channels-last convolution sums
         # over input channels, contiguous, inside the loops over the taps; 118 -> 171 GFLOP/s with the tile above)
-        if (k := _contiguous_reduce(reds, reads, rn)) is not None or (
-            k := _longest_reduce(reds, reads, rn)
-        ) is not None:
+        if (k := _contiguous_reduce(reds, reads, rn)) is not None or (k := _longest_reduce(reds)) is not None:
             base = len(output_axes(ast))
             ast = _try(ast, opts, Opt(OptOps.SWAP, base + k, base + len(reds) - 1))
         b_bytes = max((x.nbytes for x in reads if rm not in x.loops), default=0)

@@ -243,57 +243,41 @@ def _fit_axis(u: UOp, axis: int, size: int) -> UOp:
     return movement_uop(u, Ops.PAD, tuple((0, size - n) if i == axis else (0, 0) for i in range(len(u.shape))))
 
 
-def _window_axis(u: UOp, axis: int, k: int, s: int, d: int) -> UOp:
-    """Axis `axis` of `u` (of size n) replaced by two, (out, k): out windows of k taps, `s` apart, taps `d` apart."""
+def _window_axis(u: UOp, axis: int, k: int, s: int) -> UOp:
+    """Axis `axis` of `u` (of size n) replaced by two, (out, k): windows of k taps that do not overlap (k <= s, no
+    dilation), rows of s elements, each window the first k of its row."""
     shape = u.shape
-    n = shape[axis]
-    o = (n - d * (k - 1) - 1) // s + 1
+    o = (shape[axis] - k) // s + 1
     before, after = shape[:axis], shape[axis + 1 :]
-    if d == 1 and k <= s:
-        # windows that do not overlap: rows of s elements, each window the first k of its row
-        u = movement_uop(_fit_axis(u, axis, o * s), Ops.RESHAPE, (*before, o, s, *after))
-        return _fit_axis(u, axis + 1, k)
-    # overlapping (or dilated) windows: k copies of the axis end to end, padded by k * d and read as k rows of
-    # n + d elements, so row j starts j * d into its own copy; its columns 0, s, 2s... are tap j of each window
-    # (every window that exists has (o - 1) * s + j * d < n: it never reads past its copy)
-    u = movement_uop(u, Ops.RESHAPE, (*before, 1, n, *after))
-    u = movement_uop(u, Ops.EXPAND, (*before, k, n, *after))
-    u = movement_uop(u, Ops.RESHAPE, (*before, k * n, *after))
-    u = _fit_axis(u, axis, k * (n + d))
-    u = movement_uop(u, Ops.RESHAPE, (*before, k, n + d, *after))
-    u = _fit_axis(u, axis + 1, o * s)
-    if s > 1:  # every s-th column: rows of s, the first of each (stride 1 needs no split: 2 ops fewer an axis)
-        u = movement_uop(u, Ops.RESHAPE, (*before, k, o, s, *after))
-        u = _fit_axis(u, axis + 2, 1)
-        u = movement_uop(u, Ops.RESHAPE, (*before, k, o, *after))
-    order = list(range(len(u.shape)))
-    order[axis], order[axis + 1] = order[axis + 1], order[axis]
-    return movement_uop(u, Ops.PERMUTE, tuple(order))
+    u = movement_uop(_fit_axis(u, axis, o * s), Ops.RESHAPE, (*before, o, s, *after))
+    return _fit_axis(u, axis + 1, k)
 
 
 def _windows(u: UOp, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> UOp:
     """The sliding windows of `u` over its last len(kernel) axes (see `NNMixin._pool`): (*lead, *out, *kernel)."""
+    if any(d > 1 or k > s for k, s, d in zip(kernel, stride, dilation)):
+        return _overlapping_windows(u, kernel, stride, dilation)
     n = len(kernel)
     nl = len(u.shape) - n
-    if all(d > 1 or k > s for k, s, d in zip(kernel, stride, dilation)):
-        return _overlapping_windows(u, kernel, stride, dilation)
-    for axis, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
-        u = _window_axis(u, nl + 2 * axis, k, s, d)
+    for axis, (k, s) in enumerate(zip(kernel, stride)):
+        u = _window_axis(u, nl + 2 * axis, k, s)
     # the axes are now (*lead, o1, k1, o2, k2, ...): windows first, taps last
     order = (*range(nl), *(nl + 2 * i for i in range(n)), *(nl + 2 * i + 1 for i in range(n)))
     return movement_uop(u, Ops.PERMUTE, order)
 
 
 def _overlapping_windows(u: UOp, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> UOp:
-    """`_windows` where every axis's windows overlap (or are dilated): `_window_axis`'s construction on all the axes
-    at once, each movement op acting on every axis (7 UOps for a 3x3 convolution's two axes, not 15: the Python
-    of building, scheduling and freeing the graph is per node)."""
+    """`_windows` where some axis's windows overlap (or are dilated), built on all the axes at once, each movement op
+    acting on every axis (7 UOps for a 3x3 convolution's two axes, not 15: the Python of building, scheduling and
+    freeing the graph is per node). It holds for windows that do not overlap too; where none do (a 2x2 stride-2
+    pool), `_window_axis`'s rows need no copies."""
     shape = u.shape
     nl = len(shape) - len(kernel)
     lead, sizes = shape[:nl], shape[nl:]
     outs = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(sizes, kernel, stride, dilation)]
     # k copies of each axis end to end, padded by k * d and read as k rows of n + d elements: row j starts j * d
-    # into its own copy, and its columns 0, s, 2s... are tap j of each window
+    # into its own copy, and its columns 0, s, 2s... are tap j of each window (every window that exists has
+    # (o - 1) * s + j * d < n: it never reads past its copy)
     u = movement_uop(u, Ops.RESHAPE, (*lead, *(v for i in sizes for v in (1, i))))
     u = movement_uop(u, Ops.EXPAND, (*lead, *(v for i, k in zip(sizes, kernel) for v in (k, i))))
     u = movement_uop(u, Ops.RESHAPE, (*lead, *(k * i for i, k in zip(sizes, kernel))))
