@@ -171,6 +171,16 @@ def test_windows_on_all_axes_at_once(size, k, stride, dilation):
     )
 
 
+def test_windows_overlapping_on_one_axis_only():
+    """A window that overlaps along its rows (3 taps, stride 1) but not its columns (2 taps, stride 2) takes the
+    general construction on both axes; values against torch for max_pool2d and conv2d."""
+    x, w = _randn((2, 3, 11, 13), 33), _randn((4, 3, 3, 2), 34)
+    _against_torch(lambda x: x.max_pool2d((3, 2), (1, 2)), lambda x: F.max_pool2d(x, (3, 2), (1, 2)), [x])
+    _against_torch(
+        lambda x, w: x.conv2d(w, stride=(1, 2)), lambda x, w: F.conv2d(x, w, stride=(1, 2)), [x, w], atol=1e-4
+    )
+
+
 @pytest.mark.parametrize(
     "device, k, kernels",
     [
