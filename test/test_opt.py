@@ -655,7 +655,8 @@ def test_lanes_that_read_a_contiguous_run_in_another_order_are_one_vector_load(d
     np.testing.assert_allclose(run_plan(t, plan, device), want, rtol=1e-6, atol=1e-6)
     if device == "CPU":
         loads = _global_loads(get_program(_kernel(t).ast, Device["CPU"].renderer, plan))
-        assert loads and all(u.dtype.count == 16 for u in loads), [u.dtype for u in loads]
+        width = min(16, VECTOR_LANES[dtypes.float32])  # the run of 16 is one vector, or one per register's width
+        assert loads and all(u.dtype.count == width for u in loads), [u.dtype for u in loads]
 
 
 def test_pooling_windows_are_unrolled_and_vectorized_along_the_row():
@@ -767,7 +768,9 @@ def test_a_store_to_a_contiguous_run_in_another_order_is_one_vector_store(device
     if device == "CPU":
         program = get_program(_kernel(t).ast, Device["CPU"].renderer, plan)
         stores = [u for u in program.uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
-        assert len(stores) == 1 and stores[0].src[1].dtype.count == 16, [u.src[1].dtype for u in stores]
+        width = min(16, VECTOR_LANES[dtypes.float32])  # the run of 16 is one vector, or one per register's width
+        assert len(stores) == 16 // width, [u.src[1].dtype for u in stores]
+        assert all(u.src[1].dtype.count == width for u in stores), [u.src[1].dtype for u in stores]
 
 
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
