@@ -387,6 +387,7 @@ def test_a_convolution_reads_its_input_where_it_lies(pad, stride, monkeypatch):
     from zeptograd.mixin import nn
 
     monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    monkeypatch.setattr(nn, "padded_reads_in_place", lambda device: True)  # as with AVX-512, whatever this CPU has
     # the 2-vector weight panel (18 KiB) overflows L1, the 4-vector one (36 KiB) fits a quarter of L2
     monkeypatch.setattr(heuristic, "L1_BYTES", 8 << 10)
     monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
@@ -409,6 +410,26 @@ def test_a_convolution_reads_its_input_where_it_lies(pad, stride, monkeypatch):
     want = _conv_oracle(x, w, pad, stride)
     for device in ("CPU", "PYTHON"):
         np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_convolution_tile_fits_sixteen_vector_registers(monkeypatch):
+    """With 8-lane vectors (AVX2: 16 vector registers) a convolution whose 2-vector weight panel overflows L1 keeps
+    the tile of 4 columns by 2 vectors of output channels (8 accumulators), not AVX-512's 4 by 4 (16 accumulators
+    and the operands: spilled to the stack). The values are numpy's."""
+    from zeptograd.codegen import heuristic
+    from zeptograd.mixin import nn
+
+    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    monkeypatch.setattr(heuristic, "L1_BYTES", 4 << 10)  # the 2-vector panel (9 KiB) overflows it
+    monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
+    x, w = _inputs((2, 16, 4, 32), (64, 16, 3, 3), seed=44)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+    ast = create_schedule([t.uop], ["CPU"])[0][-1].ast
+    opts = hand_coded_opts(ast, Device["CPU"].renderer, 8)
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [4, 16], opts
+    wide = hand_coded_opts(ast, Device["CPU"].renderer, 16)
+    assert sorted(o.amount for o in wide if o.op is OptOps.UPCAST) == [4, 64], wide
+    np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-4, atol=1e-4)
 
 
 def test_a_padded_read_is_its_gated_load():

@@ -21,8 +21,9 @@ The rules, in order (each applied only where its amount divides the axis):
    Tensor.matmul stores a large right operand as panels of two vectors' width, so the lanes of `n` are one
    contiguous read. A large dense conv2d reads a channels-last copy of its weight (and its input in place on the
    CPU device, else a channels-last copy of it): its vectors are output channels (contiguous in the weight,
-   `_conv_axes`) whatever the image's width, two of them by 8 (AVX-512) or 4 output columns; where the weights of
-   two vectors of channels (over all taps and input channels) overflow L1, four vectors by 4 columns where the
+   `_conv_axes`) whatever the image's width, two of them by 8 (AVX-512) or 4 output columns; with 32 vector
+   registers, where the weights of two vectors of channels (over all taps and input channels) overflow L1, four
+   vectors by 4 columns where the
    weights of all four fit a quarter of L2 (`_broad_panel`; the columns padded to a multiple of 4 where at most an
    eighth of them is padding), else one vector by up to 14 columns by 2 or 4 output rows (or images: an even output
    axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). When A is contiguous along a reduce axis that
@@ -487,7 +488,11 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         # rows) is free for the second factor, else 8 x 1 vector. m first: the lanes of the axis upcast last
         # vary fastest, and n is the one contiguous in memory (vector and rows: `_register_tile`, above)
         an = _divisor(sizes[n], (2 * vector, vector))
-        narrow = an == 2 * vector and _panel_spills(ast, reds, reads, rm, 2 * vector)
+        # the tiles for a weight panel that overflows L1 hold up to 28 accumulators: 32 vector registers. AVX2's 16
+        # keep 4 x 2 vectors (bench/ops.py's layer, its channels-last kernel alone, medians of 9 alternating runs
+        # on an AMD EPYC without AVX-512: 4 x 4 vectors, 4 accumulators spilled to the stack, 18.8 ms; 4 x 2
+        # vectors 11.9; 1 vector by 7 columns by 2 rows 12.7)
+        narrow = rows == 8 and an == 2 * vector and _panel_spills(ast, reds, reads, rm, 2 * vector)
         broad = narrow and _broad_panel(ast, reds, sizes[n], vector)
         if broad:
             an = BROAD_VECTORS * vector  # a convolution's weights stay in L2: every channel vector of them at once
