@@ -432,6 +432,28 @@ def test_a_convolution_tile_fits_sixteen_vector_registers(monkeypatch):
     np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "shape, upcasts",
+    [
+        ((8, 16, 7, 7), [4, 16]),  # 7 columns: no divisor, so 4 images by 2 vectors of channels
+        ((2, 16, 14, 14), [2, 2, 16]),  # 14 columns: 2 of them by 2 output rows by 2 vectors
+    ],
+)
+def test_a_narrow_convolution_fills_its_tile_from_rows_or_images(shape, upcasts, monkeypatch):
+    """With AVX2's tile of 4 rows by 2 vectors, a convolution whose output rows are too short for 4 columns takes
+    the rest of its rows from an axis the weight ignores (output rows, or images), not a tile of 2 or fewer
+    accumulators. The values are numpy's."""
+    from zeptograd.mixin import nn
+
+    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    x, w = _inputs(shape, (32, 16, 3, 3), seed=45)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+    ast = create_schedule([t.uop], ["CPU"])[0][-1].ast
+    opts = hand_coded_opts(ast, Device["CPU"].renderer, 8)
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == upcasts, opts
+    np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-4, atol=1e-4)
+
+
 def test_a_padded_read_is_its_gated_load():
     """A read of zero padding is the load gated by the padding's condition, whose fallback is the 0 itself: no
     WHERE around it. Padding around a value that is not 0 at 0 (exp) keeps its WHERE. Values are numpy's."""

@@ -26,7 +26,9 @@ The rules, in order (each applied only where its amount divides the axis):
    vectors by 4 columns where the
    weights of all four fit a quarter of L2 (`_broad_panel`; the columns padded to a multiple of 4 where at most an
    eighth of them is padding), else one vector by up to 14 columns by 2 or 4 output rows (or images: an even output
-   axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). When A is contiguous along a reduce axis that
+   axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). A convolution whose columns give fewer rows
+   than the two-vector tile holds takes the rest from its output rows or images (AVX2: 2 columns x 2 rows for 14
+   columns, 4 images for 7). When A is contiguous along a reduce axis that
    is not the innermost one (the input channels of a channels-last convolution), SWAP makes it innermost; where A
    is contiguous along none (an NCHW input), the longest reduce axis goes innermost (`_longest_reduce`). When B is
    over 1 MiB, SWAP puts the column tiles outside: one tile of it stays in L2 while the rows of A stream past.
@@ -530,9 +532,17 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
             sizes = [r.src[0].arg for r in output_axes(ast)]
         if (am := _divisor(sizes[m], candidates)) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
+        short = several and third is None and len(reds) > 1 and (am or 1) * 2 <= rows
+        if short:
+            # a convolution whose columns give fewer rows than the tile holds (14 columns: 2, 7: none) takes the rest
+            # from an axis its weight ignores, its output rows or images (AVX2, kernels alone, medians of 7:
+            # (8,256,14,14) 2 columns 21.3 ms, 2 columns x 2 rows 11.9; (8,512,7,7) 1 column 46.2, 4 images 16.9)
+            third = _weight_row_axis(outs, reads, rm, rn)
         if third is not None:
             by = 2
-            if weight_rows and am is not None:
+            if short:
+                by = max(f for f in (4, 2) if third.src[0].arg % f == 0 and (am or 1) * f <= rows)
+            elif weight_rows and am is not None:
                 # as many rows (or images) as 28 accumulators hold: 2 of 14 columns, 4 of 7 ((8,512,7,7) 3x3: 4 images
                 # of 7 columns, 14.35 -> 13.04 and 18.41 -> 15.49 ms in two runs of its kernel, against 2)
                 by = max(f for f in (4, 2) if third.src[0].arg % f == 0 and am * f <= 2 * (2 * rows - 2))
