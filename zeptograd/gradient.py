@@ -85,7 +85,9 @@ def _reduce_grad(ctx: Tensor, ret: UOp) -> Grads:
 
 def _custom_grad(ctx: Tensor, ret: UOp) -> Grads:
     inputs = tuple(_t(s, ctx) for s in ret.src[1:])
-    return (None, *CUSTOM_GRADIENTS[ret.arg](ctx, _t(ret, ctx), *inputs))
+    # the arg is the gradient's name, or (name, *parameters): a convolution's stride, dilation and padding
+    name, params = (ret.arg, ()) if isinstance(ret.arg, str) else (ret.arg[0], ret.arg[1:])
+    return (None, *CUSTOM_GRADIENTS[name](ctx, _t(ret, ctx), *inputs, *params))
 
 
 def _copy_grad(ctx: Tensor, ret: UOp) -> Grads:

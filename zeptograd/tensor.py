@@ -666,12 +666,14 @@ class Tensor(
         """
         return self._new(UOp(Ops.DETACH, self.dtype, (self.uop,)))
 
-    def _custom_grad(self, name: str, *inputs: Tensor) -> Tensor:
+    def _custom_grad(self, name: str, *inputs: Tensor, params: tuple = ()) -> Tensor:
         """This value with the gradient registered as `name` (`gradient.custom_gradient`, which maps
-        (grad, out, *inputs) to a gradient per input) instead of one traced through the ops that computed it."""
+        (grad, out, *inputs, *params) to a gradient per input) instead of one traced through the ops that computed
+        it; `params` (hashable) are passed to it after the inputs."""
         if not dtypes.is_float(self.dtype) or not any(dtypes.is_float(i.dtype) for i in inputs):
             return self
-        return self._new(UOp(Ops.CUSTOM_GRAD, self.dtype, (self.uop, *(i.uop for i in inputs)), name))
+        arg = (name, *params) if params else name
+        return self._new(UOp(Ops.CUSTOM_GRAD, self.dtype, (self.uop, *(i.uop for i in inputs)), arg))
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set `requires_grad` (True: `backward()` fills this tensor's `.grad`; False: an optimizer skips it); returns

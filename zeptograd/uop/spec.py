@@ -203,8 +203,9 @@ def _same_as_source(u: UOp) -> Verdict:
 
 
 def check_custom_grad(u: UOp) -> Verdict:
-    if not isinstance(u.arg, str):
-        return f"CUSTOM_GRAD's arg is the name of its gradient, got {u.arg!r}"
+    named = isinstance(u.arg, str) or (isinstance(u.arg, tuple) and len(u.arg) >= 1 and isinstance(u.arg[0], str))
+    if not named:
+        return f"CUSTOM_GRAD's arg is the name of its gradient (or the name and its parameters), got {u.arg!r}"
     return _same_as_source(u)
 
 
