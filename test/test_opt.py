@@ -454,6 +454,21 @@ def test_a_narrow_convolution_fills_its_tile_from_rows_or_images(shape, upcasts,
     np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-4, atol=1e-4)
 
 
+def test_a_swap_of_two_reductions_loops_is_refused():
+    """A kernel with two reductions (a.sum(1) + b.sum(1)): SWAP of a loop of one with a loop of the other is refused
+    with an error naming both axes, not a plan the linearizer cannot place (each REDUCE's loops nest inside it);
+    the heuristic's plan for such a kernel gives numpy's values."""
+    a, b = _inputs((4, 8), (4, 6), seed=46)
+    t = Tensor(a).realize().sum(1) + Tensor(b).realize().sum(1)
+    ast = _kernel(t).ast
+    assert sum(u.op is Ops.REDUCE for u in ast.toposort()) == 2 and len(reduce_axes(ast)) == 2
+    with pytest.raises(OptError, match="SWAP of reduce axes 1 and 2: they belong to different reductions"):
+        apply_opts(ast, [Opt(OptOps.SWAP, 1, 2)])
+    plan = hand_coded_opts(ast, Device["CPU"].renderer)
+    want = a.astype(np.float64).sum(1) + b.astype(np.float64).sum(1)
+    np.testing.assert_allclose(run_plan(t, plan), want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_padded_read_is_its_gated_load():
     """A read of zero padding is the load gated by the padding's condition, whose fallback is the 0 itself: no
     WHERE around it. Padding around a value that is not 0 at 0 (exp) keeps its WHERE. Values are numpy's."""

@@ -379,6 +379,10 @@ def apply_opt(ast: UOp, opt: Opt, max_local: int = 0, tensor_cores: tuple[Tensor
             what = "output" if first == 0 else "reduce"
             raise _fail(opt, f"SWAP needs another {what} axis, got {opt.amount} ({what} axes: {first}..)")
         other = (outs + reds)[opt.amount]
+        loops_of = [{s.arg for s in u.src[1:]} for u in ast.toposort() if u.op is Ops.REDUCE]
+        if first and not any(r.arg in loops and other.arg in loops for loops in loops_of):
+            # two reductions' loops: each REDUCE's loops nest inside its own, so neither can move into the other
+            raise _fail(opt, f"SWAP of reduce axes {opt.axis} and {opt.amount}: they belong to different reductions")
         a, b = r.replace(arg=-1 - r.arg), other.replace(arg=-1 - other.arg)
         new = ast.substitute({r: a, other: b})
         new = new.substitute({a: a.replace(arg=other.arg), b: b.replace(arg=r.arg)})
