@@ -143,7 +143,8 @@ def _materialize_padding(x: Any) -> bool:
 
 
 def _copies_channels_last(x: Tensor, groups: int, cin: int, cout: int) -> bool:
-    """Does a convolution of the padded input `x` copy its weight channels-last (a large dense one on the CPU)?"""
+    """Does a convolution of the padded input `x` take channels-last copies (a large dense one on a CPU layout): of its
+    weight, and of its input where it does not read it in place?"""
     return _materialize_padding(x) and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN
 
 
