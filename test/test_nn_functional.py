@@ -82,17 +82,21 @@ def test_conv2d(xs, ws, kw):
 
 
 @pytest.mark.no_roundtrip
-@pytest.mark.parametrize("stride, padding", [(1, 1), (2, 1), (2, (0, 2))])  # (12 + 2 - 3) % 2: a row the stride skips
-def test_conv_input_gradient_is_a_transposed_convolution(stride, padding):
-    """A dense convolution's input gradient is the transposed convolution of the upstream gradient, not traced
+@pytest.mark.parametrize(
+    "stride, padding, groups",
+    [(1, 1, 1), (2, 1, 1), (2, (0, 2), 1), (1, 1, 16), (2, 1, 4)],  # (12 + 2 - 3) % 2: a row the stride skips
+)
+def test_conv_input_gradient_is_a_transposed_convolution(stride, padding, groups):
+    """A convolution's input gradient is the transposed convolution of the upstream gradient, not traced
     through the windows, whose backward stored a product per tap (9x the input for 3x3) and then summed the shifted
     taps: no buffer of its schedule is bigger than twice the input. Gradients and a second derivative against
     torch."""
     from zeptograd.schedule.kernelize import create_schedule
 
-    xs, ws, gs = _randn((2, 16, 12, 12), 40), _randn((8, 16, 3, 3), 41), None
+    cout = 16 if groups == 16 else 8  # 16: depthwise
+    xs, ws, gs = _randn((2, 16, 12, 12), 40), _randn((cout, 16 // groups, 3, 3), 41), None
     x, w = Tensor(xs, requires_grad=True), Tensor(ws, requires_grad=True)
-    y = x.conv2d(w, stride=stride, padding=padding)
+    y = x.conv2d(w, stride=stride, padding=padding, groups=groups)
     gs = _randn(y.shape, 42)
     dx, dw = (y * Tensor(gs)).sum().gradient(x, w)
     h = _randn(xs.shape, 43)
@@ -100,7 +104,7 @@ def test_conv_input_gradient_is_a_transposed_convolution(stride, padding):
     items, _ = create_schedule([dx.uop], ["CPU"])
     assert max(b.arg[2] for item in items for b in item.bufs) <= 2 * xs.size, [item.ast.arg for item in items]
     tx, tw = torch.tensor(xs, requires_grad=True), torch.tensor(ws, requires_grad=True)
-    ty = F.conv2d(tx, tw, stride=stride, padding=padding)
+    ty = F.conv2d(tx, tw, stride=stride, padding=padding, groups=groups)
     tdx, tdw = torch.autograd.grad((ty * torch.tensor(gs)).sum(), (tx, tw), create_graph=True)
     np.testing.assert_allclose(dx.numpy(), tdx.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(dw.numpy(), tdw.detach().numpy(), rtol=1e-4, atol=1e-3)

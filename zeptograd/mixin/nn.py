@@ -187,27 +187,33 @@ def _conv_grad(
     y: Tensor,
     x: Tensor,
     w: Tensor,
+    groups: int,
     stride: tuple[int, ...],
     dilation: tuple[int, ...],
     pads: tuple[tuple[int, int], ...],
 ) -> tuple[Tensor, Tensor]:
-    """The gradients of a dense convolution (groups 1, padding `pads` >= 0). The input's is the transposed
-    convolution of g: g spread out by the stride, convolved with the kernel flipped and its channels swapped, the
+    """The gradients of a convolution (padding `pads` >= 0). The input's is the transposed convolution of g: g
+    spread out by the stride, convolved with the kernel flipped and its channels swapped within each group, the
     padding taken back off (and the rows the stride skipped at the end put back); traced through the windows, it
-    was a product per tap (9x the input for 3x3) and a sum of the shifted taps: bench/ops.py's layer 43 -> 17 ms.
-    The weight's is each tap's window of the padded input times g, summed over the images and positions."""
+    was a product per tap (9x the input for 3x3) and a sum of the shifted taps: bench/ops.py's layer 43 -> 17 ms,
+    a depthwise (8,64,56,56) 57 -> 2 ms. The weight's is each tap's window of the padded input times g, summed
+    over the images and positions, within each group."""
     n = len(stride)
     kernel, spatial = w.shape[2:], x.shape[2:]
-    flipped = w.transpose(0, 1).flip(*range(2, 2 + n))
+    cout, cin_g = w.shape[:2]
+    flipped = w.reshape(groups, cout // groups, cin_g, *kernel).transpose(1, 2).flip(*range(3, 3 + n))
+    flipped = flipped.reshape(groups * cin_g, cout // groups, *kernel)
     rest = [(i + b + a - d * (k - 1) - 1) % s for i, (b, a), d, k, s in zip(spatial, pads, dilation, kernel, stride)]
     conv_pads = [(d * (k - 1) - b, d * (k - 1) - a + r) for (b, a), d, k, r in zip(pads, dilation, kernel, rest)]
     # stored: the ops above the convolution (a reflect pad's backward) read it by regions, and would each recompute it
-    dx = _spread(g, stride)._conv(flipped, None, 1, (1,) * n, dilation, conv_pads, None, "conv2d").contiguous()
-    windows = _input_windows(x.pad(((0, 0), (0, 0), *pads)), pads, kernel, stride, dilation, 1, w.shape[0])
+    dx = _spread(g, stride)._conv(flipped, None, groups, (1,) * n, dilation, conv_pads, None, "conv2d").contiguous()
+    windows = _input_windows(x.pad(((0, 0), (0, 0), *pads)), pads, kernel, stride, dilation, groups, cout)
     xw = type(x)._from_uop(windows, x.device)  # (N, Cin, *out, *kernel), as the forward read them
-    bs, cin, out = xw.shape[0], xw.shape[1], xw.shape[2 : 2 + n]
-    products = xw.reshape(bs, 1, cin, *out, *kernel) * g.reshape(bs, g.shape[1], 1, *out, *(1,) * n)
-    dw = products.sum((0, *range(3, 3 + n)))
+    bs, out = xw.shape[0], xw.shape[2 : 2 + n]
+    products = xw.reshape(bs, groups, 1, cin_g, *out, *kernel) * g.reshape(
+        bs, groups, cout // groups, 1, *out, *(1,) * n
+    )
+    dw = products.sum((0, *range(4, 4 + n))).reshape(cout, cin_g, *kernel)
     return dx, dw
 
 
@@ -532,9 +538,9 @@ class NNMixin:
             xt, wt = type(self)._from_uop(u, self.device), type(self)._from_uop(wu, self.device)
             acc = tensor_dtype(dtype, op) if dtype is not None else None
             y = (xt * wt).sum(axes, dtype=acc).reshape(bs, cout, *out)
-        if groups == 1 and all(b >= 0 and a >= 0 for b, a in pads) and y.dtype is dt and weight.dtype is dt:
+        if all(b >= 0 and a >= 0 for b, a in pads) and y.dtype is dt and weight.dtype is dt:
             # the input's gradient as a transposed convolution (`_conv_grad`), not traced through the windows
-            y = y._custom_grad("conv", self, weight, params=(stride, dilation, tuple(pads)))
+            y = y._custom_grad("conv", self, weight, params=(groups, stride, dilation, tuple(pads)))
         return y if bias is None else y + bias.reshape(1, cout, *(1,) * n)
 
     def conv_transpose2d(
