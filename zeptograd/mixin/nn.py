@@ -154,13 +154,13 @@ def _input_windows(
     kernel: tuple[int, ...],
     stride: tuple[int, ...],
     dilation: tuple[int, ...],
-    groups: int,
-    cout: int,
+    channels_last: bool,
 ) -> UOp:
     """The windows (N, Cin, *out, *kernel) of the padded input `x` a convolution sums over, read from a padded
-    channels-last copy or in place (see `CHANNELS_LAST_MIN`); the forward and the weight's gradient read the same."""
+    channels-last copy (`channels_last`: `_copies_channels_last`) or in place; the forward and the weight's gradient
+    read the same."""
     u, n = x.uop, len(kernel)
-    if _copies_channels_last(x, groups, x.shape[1], cout):
+    if channels_last:
         if prod(kernel) == 1 or not padded_reads_in_place(x.device):
             # the input channels-last, contiguous along them (a 1x1 convolution is a matmul over the channels);
             # the CPU device reads a convolution's input in place (see `padded_reads_in_place`)
@@ -168,6 +168,14 @@ def _input_windows(
     elif any(p != (0, 0) for p in pads) and _materialize_padding(x):
         u = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
     return _windows(u, kernel, stride, dilation)
+
+
+def _transposed_kernel(w: Tensor, groups: int) -> Tensor:
+    """The kernel (A, B / groups, *k) of a convolution as the one of its transpose, (B, A / groups, *k): flipped,
+    its two channel axes swapped within each group."""
+    a, b, kernel = w.shape[0], w.shape[1], w.shape[2:]
+    w = w.reshape(groups, a // groups, b, *kernel).transpose(1, 2).flip(*range(3, 3 + len(kernel)))
+    return w.reshape(groups * b, a // groups, *kernel)
 
 
 def _spread(x: Tensor, stride: tuple[int, ...]) -> Tensor:
@@ -201,13 +209,14 @@ def _conv_grad(
     n = len(stride)
     kernel, spatial = w.shape[2:], x.shape[2:]
     cout, cin_g = w.shape[:2]
-    flipped = w.reshape(groups, cout // groups, cin_g, *kernel).transpose(1, 2).flip(*range(3, 3 + n))
-    flipped = flipped.reshape(groups * cin_g, cout // groups, *kernel)
     rest = [(i + b + a - d * (k - 1) - 1) % s for i, (b, a), d, k, s in zip(spatial, pads, dilation, kernel, stride)]
     conv_pads = [(d * (k - 1) - b, d * (k - 1) - a + r) for (b, a), d, k, r in zip(pads, dilation, kernel, rest)]
     # stored: the ops above the convolution (a reflect pad's backward) read it by regions, and would each recompute it
+    flipped = _transposed_kernel(w, groups)
     dx = _spread(g, stride)._conv(flipped, None, groups, (1,) * n, dilation, conv_pads, None, "conv2d").contiguous()
-    windows = _input_windows(x.pad(((0, 0), (0, 0), *pads)), pads, kernel, stride, dilation, groups, cout)
+    padded = x.pad(((0, 0), (0, 0), *pads))
+    last = _copies_channels_last(padded, groups, x.shape[1], cout)
+    windows = _input_windows(padded, pads, kernel, stride, dilation, last)
     xw = type(x)._from_uop(windows, x.device)  # (N, Cin, *out, *kernel), as the forward read them
     bs, out = xw.shape[0], xw.shape[2 : 2 + n]
     products = xw.reshape(bs, groups, 1, cin_g, *out, *kernel) * g.reshape(
@@ -514,11 +523,11 @@ class NNMixin:
         x = self.pad(((0, 0), (0, 0), *pads))
         # the graph is built as UOps, with no tensor op (and its checks) between them: the conv2d of bench/ops.py
         # took 0.6 ms of Python as tensor ops
-        wu = weight.uop
-        if _copies_channels_last(x, groups, cin, cout):
+        wu, last = weight.uop, _copies_channels_last(x, groups, cin, cout)
+        if last:
             # the weight stored as (*k, Cin, Cout), its rows an odd number of cache lines apart
             wu = stored_as(wu, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, weight.dtype.itemsize))
-        u = _input_windows(x, pads, kernel, stride, dilation, groups, cout)  # (N, Cin, *out, *kernel)
+        u = _input_windows(x, pads, kernel, stride, dilation, last)  # (N, Cin, *out, *kernel)
         out = u.shape[2 : 2 + n]
         # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
         u = movement_uop(u, Ops.RESHAPE, (bs, groups, 1, cin_g, *out, *kernel))
@@ -576,7 +585,7 @@ class NNMixin:
                     f"{op}: output_padding {out_pad} must be non-negative and smaller than stride {stride_} "
                     f"or dilation {dilation_}"
                 )
-        cin, cout_g = w.shape[:2]
+        cin = w.shape[0]
         if cin % groups:
             raise ArgumentError(f"{op}: in channels {cin} (weight shape {w.shape}) must divide by groups {groups}")
         if x.shape[1] != cin:
@@ -594,8 +603,7 @@ class NNMixin:
         # a transposed conv is a conv of the input spread out by the stride (stride - 1 zeros between elements),
         # with the kernel flipped and its in/out channels swapped within each group
         x = _spread(x, stride_)
-        w = w.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2).flip(*range(3, 3 + n))
-        w = w.reshape(groups * cout_g, cin // groups, *kernel)
+        w = _transposed_kernel(w, groups)
         conv_pads = [
             (d * (k - 1) - p, d * (k - 1) - p + o) for k, d, (p, _), o in zip(kernel, dilation_, pads, out_pad)
         ]
