@@ -2,8 +2,8 @@
 
     python bench/ops.py                 # everything, at full size (a few minutes on 2 cores)
     python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
-    python bench/ops.py --only matmul   # one benchmark (relu, sum, softmax, matmul, conv2d, pool, unary, overhead,
-                                        # setitem, compile)
+    python bench/ops.py --only matmul   # some benchmarks, comma-separated (relu, sum, softmax, matmul, conv2d, pool,
+                                        # unary, overhead, setitem, compile)
     python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
     DEVICE=LLVM python bench/ops.py     # zeptograd's rows on another device (LLVM, CL, WEBGPU, CUDA, ...);
                                         # bench/devices.py puts a device next to the CPU in one table
@@ -642,11 +642,14 @@ def other_cpu_seconds() -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and budgets (a smoke test)")
-    parser.add_argument("--only", choices=BENCHMARKS, help="run one benchmark")
+    parser.add_argument("--only", help="comma-separated benchmarks to run, in the usual order (default: all)")
     parser.add_argument("--repeats", type=int, help="timed runs per library and row (default: a time budget)")
     args = parser.parse_args()
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    only = BENCHMARKS if args.only is None else tuple(args.only.split(","))
+    if unknown := [name for name in only if name not in BENCHMARKS]:
+        parser.error(f"--only: unknown benchmark {', '.join(unknown)} (choose from {', '.join(BENCHMARKS)})")
     cfg = make_config(args.quick, args.repeats)
 
     torch_note = "not importable, skipped"
@@ -663,7 +666,7 @@ def main() -> None:
     rows: list[Row] = []
     t_start = time.perf_counter()
     busy_start = busy = other_cpu_seconds()
-    for name in [args.only] if args.only else BENCHMARKS:
+    for name in [name for name in BENCHMARKS if name in only]:
         t_row = time.perf_counter()
         for row in BENCH_FNS[name](cfg, rng):
             busy_now = other_cpu_seconds()

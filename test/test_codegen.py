@@ -290,3 +290,35 @@ def test_axes_past_the_dimension_limit_stay_loops(monkeypatch: pytest.MonkeyPatc
     np.testing.assert_array_equal(got, want)
     gidx2 = next(u for u in uops if u.op is Ops.SPECIAL and u.arg == "gidx2")
     assert gidx2.src[0].arg <= 12 and sum(u.op is Ops.RANGE for u in uops) >= 1
+
+
+@pytest.mark.parametrize("zero_fallback", [True, False])
+@pytest.mark.parametrize("scalar, lanes", [(dtypes.float32, 8), (dtypes.float32, 4), (dtypes.int32, 8)])
+def test_a_masked_vector_load_reads_the_gated_lanes_and_the_fallback_elsewhere(scalar, lanes, zero_fallback):
+    """The C of a LOAD gated lane by lane (AVX-512's vmovups with a mask, AVX2's vmaskmovps / vpmaskmovd and a
+    select), compiled and run: each lane whose gate is true holds the element it addresses, every other lane the
+    fallback's; numpy's where is the oracle. The vector starts one element before a row, as a padded row's does."""
+    import ctypes
+
+    from zeptograd.renderer.cstyle import PRELUDE, VECTOR_TYPEDEFS, _masked_load, ctype
+
+    dt = scalar.vec(lanes)
+    if not Device["CPU"].renderer.masked_load(dt):
+        pytest.skip(f"no masked loads of {dt} on this CPU")
+    np_dt = np.float32 if scalar is dtypes.float32 else np.int32
+    gates = np.array([0, 1, 1, 0, 1, 1, 1, 0][:lanes], np.int32) * -1  # bools as C vectors hold them: -1 or 0
+    data = np.arange(1, lanes + 2).astype(np_dt)
+    fallback = np.zeros(lanes, np_dt) if zero_fallback else np.arange(100, 100 + lanes).astype(np_dt)
+    vec, mask = ctype(dt), ctype(dtypes.int32.vec(lanes))
+    load = _masked_load(dt, "data[-1]", "fallback", "gate", zero_fallback)
+    src = (
+        PRELUDE
+        + VECTOR_TYPEDEFS
+        + "void masked(void* out, const void* in, const void* fb, const void* g) {\n"
+        + f"  const {ctype(scalar)}* data = (const {ctype(scalar)}*)in + 1;\n"
+        + f"  const {vec} fallback = *(const {vec}_u*)fb;\n  const {mask} gate = *(const {mask}_u*)g;\n"
+        + f"  *({vec}_u*)out = {load};\n}}\n"
+    )
+    out = np.zeros(lanes, np_dt)
+    CCompiler().function(src, "masked")(*(ctypes.c_void_p(a.ctypes.data) for a in (out, data, fallback, gates)))
+    np.testing.assert_array_equal(out, np.where(gates != 0, data[:lanes], fallback))

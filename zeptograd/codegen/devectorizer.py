@@ -10,7 +10,10 @@ Each vector node becomes a list of chunks of at most that many lanes (a power of
   `x[::2]`) is two vector loads that cover them, at `i` and at `i+w-1` (so the second ends at the last lane and
   reads nothing past it), and the lanes picked from the two (a VECTORIZE of GEPs of two vectors: one shuffle in
   C); a LOAD through one contiguous run whose lanes have gates of their own (a padded row's first and last
-  vectors) is one masked vector load where the target has them (`masked_load`: AVX-512); an ungated STORE whose
+  vectors) is one masked vector load where the target has them (`masked_load`: AVX-512, AVX2); a LOAD whose
+  lanes fall into runs of neighbouring addresses in another order (a transposing copy's tile) loads each run as a
+  vector (masked where its lanes have gates of their own) and takes its chunks from them by `_gather`'s
+  shuffles; an ungated STORE whose
   lanes fall into runs of neighbouring addresses in another order (a transposed tile) stores each run as vectors,
   the powers of two its length holds (14: 8 + 4 + 2), gathered by a tree of two-vector shuffles (`_gather`);
   other addresses are read or written lane by lane (a gather, a scatter);
@@ -279,7 +282,10 @@ class _Devectorizer:
         # a gated read of every other element takes its lanes from two loads: one alternative value for all of them
         alt = u.src[1] if len(u.src) > 1 else None
         strided = alt is None or alt.dtype.count == 1 or (alt.op is Ops.VECTORIZE and len(set(alt.src)) == 1)
-        for a in self.accesses(Ops.LOAD, u.src[0], u.dtype, strided):
+        accesses = self.accesses(Ops.LOAD, u.src[0], u.dtype, strided)
+        if all(a.kind == "lanes" and a.width > 1 for a in accesses) and (chunks := self._transposed_load(u)):
+            return chunks
+        for a in accesses:
             start, w, targets = a.start, a.width, a.targets
             if a.kind != "lanes":
                 alts = self._vector_alt(u, start, w) if len(targets[0].src) == 3 else ()
@@ -306,6 +312,45 @@ class _Devectorizer:
             out.append(scalars[0] if w == 1 else UOp(Ops.VECTORIZE, vec(w), tuple(scalars)))
         return out
 
+    def _transposed_load(self, u: UOp) -> list[UOp] | None:
+        """The chunks of a LOAD whose chunks gather, when its lanes fall into runs of contiguous addresses in another
+        order, each as wide as a chunk (a transposing copy's tile: each chunk takes one lane of every run): a
+        vector load a run (masked, where its lanes have gates of their own) and the chunks taken from them by the
+        tree of two-vector shuffles of `_gather` (an 8 x 8 tile: 8 loads and 24 shuffles for 64 scalar loads).
+        None where it does not fit."""
+        index, width = u.src[0], u.dtype.count
+        runs = self._runs(Ops.LOAD, index, u.dtype)
+        w = _width(width, self.max_lanes(Ops.LOAD, u.dtype.scalar()))
+        if runs is None or any(len(run) != w for run in runs):
+            return None
+        run_of = {k: (r, i) for r, run in enumerate(runs) for i, k in enumerate(run)}
+        for start in range(0, width, w):
+            # the shuffle tree's case: lane j of the chunk is lane i (one for all) of w different runs
+            picks = [run_of[k] for k in range(start, start + w)]
+            if len({r for r, _ in picks}) != w or len({i for _, i in picks}) != 1:
+                return None
+        addresses, gates = self._addresses(index, width)
+        ptr, vec = self.get(index.src[0], 0, 1), u.dtype.scalar().vec(w)
+        loads = []
+        for run in runs:
+            gate: UOp | None = None
+            if gates is not None:
+                gate = gates[run[0]]
+                if any(gates[k] is not gate for k in run):
+                    if self.masked_load is None or not self.masked_load(vec):
+                        return None
+                    gate = self._mask(gates, 0, run)
+            alt: tuple[UOp, ...] = ()
+            if gate is not None and len(u.src) > 1:
+                alt_lanes = [self.get(u.src[1], k if u.src[1].dtype.count > 1 else 0, 1) for k in run]
+                same = len(set(alt_lanes)) == 1
+                alt = (_broadcast(alt_lanes[0], w) if same else UOp(Ops.VECTORIZE, vec, tuple(alt_lanes)),)
+            loads.append(ptr.index(addresses[run[0]], gate).load(*alt, dtype=vec))
+        return [
+            self._gather([(loads[run_of[k][0]], run_of[k][1]) for k in range(start, start + w)])
+            for start in range(0, width, w)
+        ]
+
     def _vector_alt(self, u: UOp, start: int, w: int) -> tuple[UOp, ...]:
         """The alternative value of a gated vector LOAD `u`'s lanes [start, start + w), as a vector (none if
         ungated)."""
@@ -314,16 +359,16 @@ class _Devectorizer:
         alt = u.src[1]
         return (self.get(alt, start, w) if alt.dtype.count > 1 else _broadcast(self.get(alt, 0, 1), w),)
 
-    def _runs(self, index: UOp, dt: DType) -> list[list[int]] | None:
-        """The lanes of an ungated STORE of `dt` through `index` grouped into runs of contiguous addresses (a
-        transposed tile: lanes of the value's vectors go to the other axis's runs): each stretch of neighbouring
+    def _runs(self, op: Ops, index: UOp, dt: DType) -> list[list[int]] | None:
+        """The lanes of a STORE (ungated) or LOAD of `dt` through `index` grouped into runs of contiguous addresses
+        (a transposed tile: lanes of the value's vectors go to the other axis's runs): each stretch of neighbouring
         addresses cut into vectors of the target, then the powers of two its rest holds (a convolution's rows of
         14 outputs: 8 + 4 + 2); None where no two lanes are neighbours, or the addresses are not one expression
         plus constants."""
         width = dt.count
         addresses, gates = self._addresses(index, width)
-        w = _width(width, self.max_lanes(Ops.STORE, dt.scalar()))
-        offsets = _offsets(addresses) if gates is None and w > 1 else None
+        w = _width(width, self.max_lanes(op, dt.scalar()))
+        offsets = _offsets(addresses) if (gates is None or op is Ops.LOAD) and w > 1 else None
         if offsets is None or len(set(offsets)) != width:
             return None
         order = sorted(range(width), key=lambda k: offsets[k])
@@ -347,7 +392,8 @@ class _Devectorizer:
         index, value = u.src
         stores = []
         accesses = self.accesses(Ops.STORE, index, value.dtype)
-        if any(a.kind == "lanes" and a.width > 1 for a in accesses) and (runs := self._runs(index, value.dtype)):
+        gathers = any(a.kind == "lanes" and a.width > 1 for a in accesses)
+        if gathers and (runs := self._runs(Ops.STORE, index, value.dtype)):
             addresses, _ = self._addresses(index, value.dtype.count)
             ptr = self.get(index.src[0], 0, 1)
             for run in runs:

@@ -133,13 +133,23 @@ _HAS_AVX2_FMA = {"avx2", "fma"} <= X86_FLAGS
 # core with two 512-bit FMA units twice the peak (matmul 1024 on 2 Xeon cores: 184 -> see README)
 _HAS_AVX512 = _HAS_AVX2_FMA and "avx512f" in X86_FLAGS and os.environ.get("ZG_AVX512", "1") != "0"
 VECTOR_BYTES = 64 if _HAS_AVX512 else 32
-# AVX-512 loads a vector under a mask (vmovups zmm{k}): a lane whose mask bit is off is not read, and does not
-# fault; the mask comes from a vector of bools (int32 lanes of -1/0) by vpmovd2m (AVX512DQ, VL for 256 and 128 bits)
+# Masked vector loads: a lane whose mask is off is not read, and does not fault (a padded row's border). AVX-512's
+# (vmovups zmm{k}) merge the fallback's lanes in, their mask from a vector of bools (int32 lanes of -1/0) by
+# vpmovd2m (AVX512DQ, VL for 256 and 128 bits); AVX2's (vmaskmovps, vpmaskmovd) take the bools as they are (the
+# sign bit of each lane) and give zeros, which a select then replaces by the fallback's lanes
 _MASKED_LOADS: dict[tuple[DType, int], str] = {}
+_AVX2_MASKED_LOADS: dict[tuple[DType, int], str] = {}
 if _HAS_AVX512 and {"avx512dq", "avx512vl"} <= X86_FLAGS:
     for _lanes, _bits in ((16, 512), (8, 256), (4, 128)):
         _MASKED_LOADS[(dtypes.float32, _lanes)] = f"loadups{_bits}"
         _MASKED_LOADS[(dtypes.int32, _lanes)] = f"loaddqusi{_bits}"
+elif _HAS_AVX2_FMA:
+    _AVX2_MASKED_LOADS = {
+        (dtypes.float32, 8): "maskloadps256",
+        (dtypes.float32, 4): "maskloadps",
+        (dtypes.int32, 8): "maskloadd256",
+        (dtypes.int32, 4): "maskloadd",
+    }
 
 # GCC vector extension types: the lanes of each scalar type in one vector register
 VECTOR_LANES: dict[DType, int] = {
@@ -230,8 +240,10 @@ class CRenderer:
         return 1
 
     def masked_load(self, dt: DType) -> bool:
-        """Can the C code read vector `dt` under a gate per lane (AVX-512's masked loads; the CPU device only)?"""
-        return self.device == "CPU" and (dt.scalar(), dt.count) in _MASKED_LOADS
+        """Can the C code read vector `dt` under a gate per lane (AVX-512's or AVX2's masked loads; the CPU device
+        only)?"""
+        key = (dt.scalar(), dt.count)
+        return self.device == "CPU" and (key in _MASKED_LOADS or key in _AVX2_MASKED_LOADS)
 
     def supported_dtypes(self) -> frozenset[DType]:
         """The scalar dtypes this renderer's device computes and stores (the C device: every one C has).
@@ -399,7 +411,7 @@ class CRenderer:
                 index = u.src[0]
                 addr = self.load(u.dtype, index, src[0])
                 if len(index.src) == 3 and index.src[2].dtype.count > 1:
-                    expr = _masked_load(u.dtype, src[0], src[1], names[index.src[2]])
+                    expr = _masked_load(u.dtype, src[0], src[1], names[index.src[2]], _is_zero(u.src[1]))
                 else:
                     expr = self.choose(names[index.src[2]], addr, src[1]) if len(index.src) == 3 else addr
                 if u.dtype.count > 1 and uses[u] > 1 and _HAS_AVX2_FMA and self.device == "CPU":
@@ -527,9 +539,22 @@ def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
     return lvalue
 
 
-def _masked_load(dt: DType, lvalue: str, alt: str, gate: str) -> str:
+def _is_zero(u: UOp) -> bool:
+    """Is `u` the constant 0 in every lane?"""
+    if u.op is Ops.VECTORIZE:
+        return all(_is_zero(s) for s in u.src)
+    return u.op is Ops.CONST and u.arg == 0
+
+
+def _masked_load(dt: DType, lvalue: str, alt: str, gate: str, alt_is_zero: bool) -> str:
     """A vector of `dt` read at element `lvalue` where the lanes of the bool vector `gate` are true, `alt`'s lanes
     elsewhere (`CRenderer.masked_load` says which `dt` have it)."""
+    if (avx2 := _AVX2_MASKED_LOADS.get((dt.scalar(), dt.count))) is not None:
+        loaded = f"__builtin_ia32_{avx2}((const {ctype(dt)}*)&{lvalue}, {gate})"
+        if alt_is_zero:
+            return loaded  # the off lanes are zeros already
+        it = ctype(_int_of(dt))
+        return f"(({ctype(dt)})((({it}){loaded} & {gate}) | (({it}){alt} & ~{gate})))"
     name, scalar = _MASKED_LOADS[(dt.scalar(), dt.count)], C_TYPES[dt.scalar()]
     bits = name[-3:].lstrip("us")
     mask = f"__builtin_ia32_cvtd2mask{bits}({gate})"
