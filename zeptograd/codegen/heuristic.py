@@ -532,11 +532,13 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
             sizes = [r.src[0].arg for r in output_axes(ast)]
         if (am := _divisor(sizes[m], candidates)) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
-        short = several and third is None and len(reds) > 1 and (am or 1) * 2 <= rows
+        short = several and third is None and (am or 1) * 2 <= rows
         if short:
             # a convolution whose columns give fewer rows than the tile holds (14 columns: 2, 7: none) takes the rest
             # from an axis its weight ignores, its output rows or images (AVX2, kernels alone, medians of 7:
-            # (8,256,14,14) 2 columns 21.3 ms, 2 columns x 2 rows 11.9; (8,512,7,7) 1 column 46.2, 4 images 16.9)
+            # (8,256,14,14) 2 columns 21.3 ms, 2 columns x 2 rows 11.9; (8,512,7,7) 1 column 46.2, 4 images 16.9);
+            # so does Winograd's matmul over tiles, a single reduce axis (bench/ops.py's layer 4.4-5.2 -> 3.3-4.2
+            # ms; (8,128,28,28): 9.6-10.0 -> 3.8-4.4)
             third = _weight_row_axis(outs, reads, rm, rn)
         if third is not None:
             by = 2
