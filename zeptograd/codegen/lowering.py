@@ -16,7 +16,7 @@ import functools
 from dataclasses import dataclass, field
 
 from zeptograd.dtype import AddrSpace, DType, dtypes
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.ops import Ops, UOp, is_zero
 from zeptograd.uop.pattern import PatternMatcher, UPat
 
 
@@ -107,15 +107,9 @@ def rare_to_branch(ctx: AccumulatorContext, w: UOp) -> UOp:
     return reg.after(UOp(Ops.ENDIF, dtypes.void, (branch, update))).index(zero).load()
 
 
-def _is_zero(x: UOp) -> bool:
-    if x.op is Ops.VECTORIZE:
-        return all(_is_zero(s) for s in x.src)
-    return x.op is Ops.CONST and x.arg == 0
-
-
 def _accumulate_in_wmma(acc: UOp, w: UOp) -> UOp | None:
     a, b, c = w.src
-    return UOp(Ops.WMMA, w.dtype, (a, b, acc), w.arg) if _is_zero(c) else None
+    return UOp(Ops.WMMA, w.dtype, (a, b, acc), w.arg) if is_zero(c) else None
 
 
 accumulators = PatternMatcher(

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zeptograd.dtype import DType, PtrDType, dtypes
-from zeptograd.uop.ops import GroupOp, Ops, UOp
+from zeptograd.uop.ops import GroupOp, Ops, UOp, is_zero
 
 C_TYPES: dict[DType, str] = {
     dtypes.bool: "bool",
@@ -411,7 +411,7 @@ class CRenderer:
                 index = u.src[0]
                 addr = self.load(u.dtype, index, src[0])
                 if len(index.src) == 3 and index.src[2].dtype.count > 1:
-                    expr = _masked_load(u.dtype, src[0], src[1], names[index.src[2]], _is_zero(u.src[1]))
+                    expr = _masked_load(u.dtype, src[0], src[1], names[index.src[2]], is_zero(u.src[1]))
                 else:
                     expr = self.choose(names[index.src[2]], addr, src[1]) if len(index.src) == 3 else addr
                 if u.dtype.count > 1 and uses[u] > 1 and _HAS_AVX2_FMA and self.device == "CPU":
@@ -478,9 +478,8 @@ class CRenderer:
             return self.vector_literal(dt, lanes), False
         if op is Ops.MAX and dt.count > 1 and _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)].endswith("512"):
             # NaN wins, as in numpy: a lane of `a` where a is NaN or greater, else b (two compares into k-masks)
-            it, a, b = ctype(_int_of(dt)), src[0], src[1]
-            mask = f"(({a} != {a}) | ({a} > {b}))"
-            return f"(({ctype(dt)})((({it}){a} & {mask}) | (({it}){b} & ~{mask})))", False
+            a, b = src[0], src[1]
+            return _select(dt, f"(({a} != {a}) | ({a} > {b}))", a, b), False
         if op is Ops.MAX and dt.count > 1:
             # NaN wins, as in numpy: maxps gives its second operand when either is NaN, so a NaN in `a` is put back
             sfx = _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)]
@@ -539,26 +538,23 @@ def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
     return lvalue
 
 
-def _is_zero(u: UOp) -> bool:
-    """Is `u` the constant 0 in every lane?"""
-    if u.op is Ops.VECTORIZE:
-        return all(_is_zero(s) for s in u.src)
-    return u.op is Ops.CONST and u.arg == 0
-
-
 def _masked_load(dt: DType, lvalue: str, alt: str, gate: str, alt_is_zero: bool) -> str:
     """A vector of `dt` read at element `lvalue` where the lanes of the bool vector `gate` are true, `alt`'s lanes
     elsewhere (`CRenderer.masked_load` says which `dt` have it)."""
     if (avx2 := _AVX2_MASKED_LOADS.get((dt.scalar(), dt.count))) is not None:
         loaded = f"__builtin_ia32_{avx2}((const {ctype(dt)}*)&{lvalue}, {gate})"
-        if alt_is_zero:
-            return loaded  # the off lanes are zeros already
-        it = ctype(_int_of(dt))
-        return f"(({ctype(dt)})((({it}){loaded} & {gate}) | (({it}){alt} & ~{gate})))"
+        return loaded if alt_is_zero else _select(dt, gate, loaded, alt)  # (AVX2 zeroes the lanes it does not read)
     name, scalar = _MASKED_LOADS[(dt.scalar(), dt.count)], C_TYPES[dt.scalar()]
     bits = name[-3:].lstrip("us")
     mask = f"__builtin_ia32_cvtd2mask{bits}({gate})"
     return f"__builtin_ia32_{name}_mask((const {scalar}*)&{lvalue}, {alt}, {mask})"
+
+
+def _select(dt: DType, mask: str, a: str, b: str) -> str:
+    """Vector `dt` with `a`'s lanes where `mask` (int lanes of `dt`'s size, -1/0) is set, `b`'s elsewhere: a bitwise
+    select, which gcc makes one blend."""
+    it = ctype(_int_of(dt))
+    return f"(({ctype(dt)})((({it}){a} & {mask}) | (({it}){b} & ~{mask})))"
 
 
 def _int_of(dt: DType) -> DType:
@@ -604,12 +600,9 @@ def _vector_alu(u: UOp, src: list[str]) -> str | None:
     if op is Ops.NEG and dt.scalar() is dtypes.bool:
         return f"(~{src[0]})"
     if op is Ops.WHERE:
-        it = ctype(_int_of(dt))
-        mask = _mask_for(src[0], dt)
-        return f"(({ctype(dt)})((({it}){src[1]} & {mask}) | (({it}){src[2]} & ~{mask})))"
+        return _select(dt, _mask_for(src[0], dt), src[1], src[2])
     if op is Ops.MAX and not dtypes.is_float(dt):
-        it, mask = ctype(_int_of(dt)), f"({src[0]} > {src[1]})"
-        return f"(({ctype(dt)})((({it}){src[0]} & {mask}) | (({it}){src[1]} & ~{mask})))"
+        return _select(dt, f"({src[0]} > {src[1]})", src[0], src[1])
     sfx = _VEC_BUILTIN_SUFFIX.get((dt.scalar(), dt.count))
     if sfx is None or op not in (Ops.SQRT, Ops.TRUNC):
         return None

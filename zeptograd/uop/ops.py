@@ -692,6 +692,17 @@ class UOp(MathMixin):
         return render_expr(self)
 
 
+def is_zero(u: UOp) -> bool:
+    """Is `u` the constant 0 in every lane (a CONST, or a VECTORIZE of them)?
+
+    >>> is_zero(UOp.const(dtypes.float32, 0.0)), is_zero(UOp.const(dtypes.int32, 1))
+    (True, False)
+    """
+    if u.op is Ops.VECTORIZE:
+        return all(is_zero(s) for s in u.src)
+    return u.op is Ops.CONST and u.arg == 0
+
+
 def smax(*args: sint) -> sint:
     """`max` over ints and UOps (a MAX node when any is symbolic)."""
     vals = list(args[0]) if len(args) == 1 and isinstance(args[0], Iterable) else list(args)
