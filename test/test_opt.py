@@ -572,6 +572,49 @@ def test_padded_loop_reads_inside_their_buffer_need_no_gate():
         assert any(u.op is Ops.IF for u in program)  # the store of the padded row is skipped
 
 
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_a_padded_output_loop_clamps_its_strided_reads_inside_a_reduction(device):
+    """An output loop padded by PADTO, its reads inside a reduction: a read that walks the loop with a stride (rows
+    of a row sum, 16 apart) takes the loop clamped to its last real iteration instead of a gate, which would be
+    tested at every step of the reduction; a read contiguous along the loop (columns of a column sum) keeps its gate
+    (a masked vector load where the loop is upcast). Both read only inside their buffers (7 rows of 7 or 10 columns
+    of 10, the loop padded to 8 and 12), store only the real outputs, and give numpy's sums."""
+    (a,) = _inputs((7, 16), seed=48)
+    rows = Tensor(a).realize().sum(1)
+    plan = [Opt(OptOps.PADTO, 0, 4)]
+    np.testing.assert_allclose(run_plan(rows, plan, device), a.astype(np.float64).sum(1), rtol=1e-5)
+    uops = get_program(_kernel(rows).ast, Device["CPU"].renderer, plan).uops
+    loads = [u for u in uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+    assert loads and all(len(u.src[0].src) == 2 for u in loads)  # no gate
+    assert all(u.src[0].src[1].vmax < a.size for u in loads)
+    assert any(u.op is Ops.IF for u in uops)  # the padded row's store is skipped
+    (b,) = _inputs((16, 10), seed=49)
+    cols = Tensor(b).realize().sum(0)
+    plan = [Opt(OptOps.PADTO, 0, 4)]
+    np.testing.assert_allclose(run_plan(cols, plan, device), b.astype(np.float64).sum(0), rtol=1e-5)
+    uops = get_program(_kernel(cols).ast, Device["CPU"].renderer, plan).uops
+    assert any(u.op is Ops.LOAD and len(u.src[0].src) == 3 for u in uops)
+
+
+@pytest.mark.parametrize(
+    "shape, padto, upcasts",
+    [((8, 64, 17, 10), True, [2, 3, 16]), ((8, 64, 12, 12), False, [6, 16]), ((8, 32, 17, 16), False, [4, 16])],
+)
+def test_an_avx2_convolution_tile_is_six_outputs_by_two_vectors(shape, padto, upcasts):
+    """AVX2's tile for a convolution summing 512 products or more: 6 outputs by two vectors of 8 output channels (12
+    accumulators of 16 registers): 6 columns where they divide the width, else 2 columns by 3 rows, the rows padded
+    to a multiple of 3 (17 -> 18) with the padded row's reads clamped inside the image; over 32 input channels (288
+    products) the 4 x 2 vector tile stays (the 6-output tile's lane-by-lane stores cost more than it saves there).
+    The values are numpy's direct convolution, the extra rows never stored."""
+    x, w = _inputs(shape, (16, shape[1], 3, 3), seed=50)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+    items = create_schedule([t.uop], ["CPU"])[0]
+    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 8)
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == upcasts, opts
+    assert any(o.op is OptOps.PADTO and o.amount == 3 for o in opts) == padto, opts
+    np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-3, atol=1e-3)
+
+
 def test_avx2_width_when_avx512_is_turned_off(tmp_path):
     """ZG_AVX512=0 keeps 256-bit vectors on an AVX-512 machine (and is what an AVX2-only CPU gets): the matmul
     tile is 4 x 16 there, and a packed matmul and the vector builtins (FMA, NaN-propagating max, sqrt, trunc)

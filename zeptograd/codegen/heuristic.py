@@ -26,7 +26,9 @@ The rules, in order (each applied only where its amount divides the axis):
    vectors by 4 columns where the
    weights of all four fit a quarter of L2 (`_broad_panel`; the columns padded to a multiple of 4 where at most an
    eighth of them is padding), else one vector by up to 14 columns by 2 or 4 output rows (or images: an even output
-   axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). A convolution whose columns give fewer rows
+   axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). With AVX2's 16 registers, a convolution whose
+   outputs sum 512 products or more takes 6 outputs by two vectors (`_six_positions`: 6 columns, or 2 columns by 3
+   output rows, the rows padded up to a multiple of 3). A convolution whose columns give fewer rows
    than the two-vector tile holds takes the rest from its output rows or images (AVX2: 2 columns x 2 rows for 14
    columns, 4 images for 7). When A is contiguous along a reduce axis that
    is not the innermost one (the input channels of a channels-last convolution), SWAP makes it innermost; where A
@@ -81,7 +83,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opt, max_local, output_axes, reduce_axes
+from zeptograd.codegen.opt import (
+    Opt,
+    OptError,
+    OptOps,
+    address_stride,
+    apply_opt,
+    max_local,
+    output_axes,
+    reduce_axes,
+)
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import THREADS
 from zeptograd.uop.ops import Ops, UOp
@@ -107,6 +118,10 @@ SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in t
 # many output columns (16 accumulators)
 BROAD_VECTORS = 4
 BROAD_COLUMNS = 4
+# AVX2's 16 vector registers: a convolution's tile of this many outputs by two vectors of channels (`_six_positions`),
+# where each output sums at least this many products (its 48 scalar stores cost more than they save in shorter ones)
+SIX_POSITIONS = 6
+SIX_MIN_REDUCE = 512
 WINDOW_MAX = 4  # a reduce loop this short (a pooling window's side) is unrolled, when its whole window is small
 
 
@@ -125,14 +140,6 @@ def _cache_bytes(level: int, default: int) -> int:
 
 L1_BYTES = _cache_bytes(1, 32 << 10)  # this project's Xeon: 48 KiB; its AMD EPYC (Zen 4): 32 KiB
 L2_BYTES = _cache_bytes(2, 1 << 20)  # the Xeon: 2 MiB; the EPYC: 1 MiB
-
-
-def _stride(idx: UOp, r: UOp) -> int | None:
-    """How far the address `idx` moves when loop `r` counts up by one (None when it is not a constant)."""
-    if r not in set(idx.toposort()):
-        return 0
-    step = (idx.substitute({r: r + 1}) - idx).simplify()
-    return step.arg if step.op is Ops.CONST else None
 
 
 @dataclass(frozen=True)
@@ -165,7 +172,7 @@ def _lanes_pay(x: _Read, r: UOp) -> bool:
     """Do vector lanes along loop `r` pay for read `x`: it is contiguous along r, or reads every other element
     along r (two vector loads and a shuffle, see `devectorize`), or its gate ignores r (one check for all the
     lanes)?"""
-    return _stride(x.address, r) in (1, 2) or (x.gate_loops is not None and r not in x.gate_loops)
+    return address_stride(x.address, r) in (1, 2) or (x.gate_loops is not None and r not in x.gate_loops)
 
 
 def _transposed_axis(
@@ -176,17 +183,17 @@ def _transposed_axis(
     output axis t, and both axes take a tile of `lanes`, or half of them where the last axis is not a multiple of
     `lanes` (t padded by at most a quarter; None where there is no such axis)."""
     store = next(u for u in ast.toposort() if u.op is Ops.STORE)
-    if store.src[1].dtype.itemsize != 4 or not outs or _stride(out_index, outs[-1]) != 1:
+    if store.src[1].dtype.itemsize != 4 or not outs or address_stride(out_index, outs[-1]) != 1:
         return None
     side = next((w for w in (lanes, lanes // 2) if w >= 4 and outs[-1].src[0].arg % w == 0), None)
     if side is None:
         return None
     for i, x in enumerate(reads):
-        if _stride(x.address, outs[-1]) in (0, 1, 2):
+        if address_stride(x.address, outs[-1]) in (0, 1, 2):
             continue
         for t, r in enumerate(outs[:-1]):
             size, padded = r.src[0].arg, -(-r.src[0].arg // side) * side
-            if _stride(x.address, r) == 1 and size >= side and padded * 4 <= size * 5:
+            if address_stride(x.address, r) == 1 and size >= side and padded * 4 <= size * 5:
                 return t, padded, side, i
     return None
 
@@ -199,7 +206,7 @@ def _loops_in_read_order(ast: UOp, opts: list[Opt], read: int) -> UOp:
     at once (8x64x56x56 -> padded NHWC, medians of 25: 0.72 -> 0.43 ms with cold caches, 0.22 -> 0.16 hot)."""
     address = _reads(ast)[read].address
     outs = output_axes(ast)
-    strides = [_stride(address, r) for r in outs]
+    strides = [address_stride(address, r) for r in outs]
     if any(s is None or s == 0 for s in strides):
         return ast
     for i in range(len(outs)):
@@ -269,14 +276,14 @@ def _matmul_axes(outs: list[UOp], reads: list[_Read], out_index: UOp) -> tuple[i
     for in_output in (True, False):
         for m, n in pairs:
             rm, rn = outs[m], outs[n]
-            if in_output and _stride(out_index, rn) != 1:
+            if in_output and address_stride(out_index, rn) != 1:
                 continue
-            b_contiguous = any(rm not in x.loops and _stride(x.address, rn) == 1 for x in reads)
+            b_contiguous = any(rm not in x.loops and address_stride(x.address, rn) == 1 for x in reads)
             if b_contiguous and any(rn not in x.loops and rm in x.loops for x in reads):
                 return m, n
     for m, n in pairs:
         rm, rn = outs[m], outs[n]
-        if _stride(out_index, rn) != 1:
+        if address_stride(out_index, rn) != 1:
             continue
         ignores_m = any(rm not in x.loops and rn in x.loops for x in reads)
         ignores_n = any(rn not in x.loops and rm in x.loops for x in reads)
@@ -295,7 +302,7 @@ def _conv_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read], vector: int
         return None
     # the weight depends on one output axis (its channels), the input on the others (batch, rows, columns)
     weight = min(reads, key=lambda x: (sum(r in x.loops for r in outs), x.nbytes))
-    n = next((i for i, r in enumerate(outs) if _stride(weight.address, r) == 1), None)
+    n = next((i for i, r in enumerate(outs) if address_stride(weight.address, r) == 1), None)
     if n is None or outs[n].src[0].arg % vector:
         return None
     rn = outs[n]
@@ -309,10 +316,10 @@ def _conv_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read], vector: int
 def _dot_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read]) -> tuple[int, int] | None:
     """(m, n) of a matmul whose operands are both contiguous along the last reduce axis and neither along an
     output axis (x @ w.T with w stored (out, in)): A ignores n, B ignores m."""
-    if len(outs) < 2 or len(reads) < 2 or any(_stride(x.address, r) == 1 for x in reads for r in outs):
+    if len(outs) < 2 or len(reads) < 2 or any(address_stride(x.address, r) == 1 for x in reads for r in outs):
         return None
     k = reds[-1]
-    along_k = [x for x in reads if _stride(x.address, k) == 1]
+    along_k = [x for x in reads if address_stride(x.address, k) == 1]
     for m in range(len(outs)):
         for n in range(len(outs)):
             rm, rn = outs[m], outs[n]
@@ -325,7 +332,7 @@ def _dot_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read]) -> tuple[int
 def _contiguous_reduce(reds: list[UOp], reads: list[_Read], rn: UOp) -> int | None:
     """The reduce axis along which A (a read that ignores n) is contiguous, when it is not the innermost one."""
     for i, r in enumerate(reds[:-1]):
-        if any(rn not in x.loops and _stride(x.address, r) == 1 for x in reads):
+        if any(rn not in x.loops and address_stride(x.address, r) == 1 for x in reads):
             return i
     return None
 
@@ -340,15 +347,21 @@ def _longest_reduce(reds: list[UOp]) -> int | None:
 
 
 def _even_axis_ignored_by(
-    outs: list[UOp], rm: UOp, rn: UOp, ignoring: list[_Read], reading: list[_Read] | None = None
+    outs: list[UOp],
+    rm: UOp,
+    rn: UOp,
+    ignoring: list[_Read],
+    reading: list[_Read] | None = None,
+    even: bool = True,
 ) -> UOp | None:
-    """The innermost output axis besides m and n, of even size, that every read of `ignoring` (at least one)
-    ignores and, when `reading` is given, one of its reads depends on: upcasting it by 2 uses each value the ignoring
-    operand loads for twice the FMAs. The innermost: its two rows are nearest in memory."""
+    """The innermost output axis besides m and n, of even size (any size where not `even`), that every read of
+    `ignoring` (at least one) ignores and, when `reading` is given, one of its reads depends on: upcasting it by 2
+    uses each value the ignoring operand loads for twice the FMAs. The innermost: its two rows are nearest in
+    memory."""
     if not ignoring:
         return None
     for r in reversed(outs):
-        if r is rm or r is rn or r.src[0].arg % 2:
+        if r is rm or r is rn or (even and r.src[0].arg % 2):
             continue
         if all(r not in x.loops for x in ignoring) and (reading is None or any(r in x.loops for x in reading)):
             return r
@@ -361,13 +374,38 @@ def _second_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> U
     return _even_axis_ignored_by(outs, rm, rn, [x for x in reads if rn not in x.loops and rm in x.loops])
 
 
-def _weight_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> UOp | None:
+def _weight_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp, even: bool = True) -> UOp | None:
     """An axis B (the operand ignoring m) ignores too and A reads: each vector of B serves twice the FMAs (a
     channels-last convolution's output rows: 2 rows x 14 columns x 16 channels, 28 accumulators, each weight vector
-    loaded once for 28 FMAs instead of 14)."""
+    loaded once for 28 FMAs instead of 14); of even size unless not `even`."""
     b_reads = [x for x in reads if rm not in x.loops and rn in x.loops]
     a_reads = [x for x in reads if rn not in x.loops and rm in x.loops]
-    return _even_axis_ignored_by(outs, rm, rn, b_reads, a_reads)
+    return _even_axis_ignored_by(outs, rm, rn, b_reads, a_reads, even)
+
+
+def _six_positions(
+    sizes: list[int], m: int, outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp
+) -> tuple[int, UOp | None, int] | None:
+    """(columns, third axis, its rows) of AVX2's convolution tile of `SIX_POSITIONS` outputs by two vectors of
+    channels: 12 accumulators, 6 broadcasts and 2 loads for 12 FMAs, against 4 and 2 for 8 in 4 x 2 vectors. The
+    columns (m) give 6, or 3 or 2 of them; the rest come from an axis the weight ignores (the output rows), padded
+    up to a multiple of its share where at most a sixteenth of it is padding (56 rows: 57, its last tile's third
+    row recomputing row 55, see `_gate_reads`). None where neither fits. bench/ops.py's (8,64,56,56) layer on an
+    AMD EPYC (Zen 4, AVX2), C harness, one core: 4 x 2 vectors 62.7 / 56.2 / 43.0 GFLOP/s, 2 columns x 3 rows x
+    2 vectors 68.8 / 61.2 / 51.5 in three runs; kernels alone, medians of 11-21 alternating runs: that layer
+    15.0-15.6 -> 13.6-13.8 ms, 128 output channels 30.4-30.7 -> 27.0-29.6, (4,64,112,112) 30.8 -> 27.6. Only where an
+    output sums `SIX_MIN_REDUCE` products or more: the tile's output is stored a lane at a time, and over 32 input
+    channels (288 products) that costs more than the tile saves ((8,32,56,56): 7.4 -> 7.8 ms, (8,32,112,112) 24.0 ->
+    26.1)."""
+    if sizes[m] % SIX_POSITIONS == 0:
+        return SIX_POSITIONS, None, 1
+    cols = _divisor(sizes[m], (3, 2))
+    third = _weight_row_axis(outs, reads, rm, rn, even=False) if cols is not None else None
+    if cols is None or third is None:
+        return None
+    by = SIX_POSITIONS // cols
+    size = third.src[0].arg
+    return (cols, third, by) if -size % by * 16 <= size else None
 
 
 def _wide_tile(
@@ -379,7 +417,7 @@ def _wide_tile(
     registers (rows of 8), a single reduce axis (a matmul, not a convolution), and B contiguous along n (not
     stored in panels of two vectors); at most an eighth of n padded, a sixteenth where two vectors divide n."""
     wide = 3 * vector
-    if rows != 8 or len(reds) != 1 or not any(rm not in x.loops and _stride(x.address, rn) == 1 for x in reads):
+    if rows != 8 or len(reds) != 1 or not any(rm not in x.loops and address_stride(x.address, rn) == 1 for x in reads):
         return None
     pad = -n % wide
     return wide if n >= wide and pad * (16 if an == 2 * vector else 8) <= n else None
@@ -525,14 +563,27 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
             candidates = tuple(range(2 * rows, 1, -1))
         else:
             candidates = (first, 8, *range(rows, 1, -1))
+        six = None
+        if rows == 4 and several and len(reds) > 1 and math.prod(r.src[0].arg for r in reds) >= SIX_MIN_REDUCE:
+            six = _six_positions(sizes, m, outs, reads, rm, rn)
+        if six is not None:
+            am, third, by = six
+            if third is not None and third.src[0].arg % by:
+                ast = _try(ast, opts, Opt(OptOps.PADTO, next(i for i, r in enumerate(outs) if r is third), by))
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
+            if third is not None:
+                # by loop number: PADTO remade it
+                axis = next(i for i, r in enumerate(output_axes(ast)) if r.arg == third.arg)
+                ast = _try(ast, opts, Opt(OptOps.UPCAST, axis, by))
+            candidates, third = (), None
         if broad and sizes[m] % BROAD_COLUMNS and -sizes[m] % BROAD_COLUMNS * 8 <= sizes[m]:
             # columns padded up to whole tiles (the extra ones gated off): 54 columns as 14 tiles of 4, not 27 of 2
             # (bench/ops.py's layer without padding, its kernel alone, medians of 9: 12.9 -> 9.6 ms)
             ast = _try(ast, opts, Opt(OptOps.PADTO, m, BROAD_COLUMNS))
             sizes = [r.src[0].arg for r in output_axes(ast)]
-        if (am := _divisor(sizes[m], candidates)) is not None:
+        if six is None and (am := _divisor(sizes[m], candidates)) is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
-        short = several and third is None and (am or 1) * 2 <= rows
+        short = six is None and several and third is None and (am or 1) * 2 <= rows
         if short:
             # a convolution whose columns give fewer rows than the tile holds (14 columns: 2, 7: none) takes the rest
             # from an axis its weight ignores, its output rows or images (AVX2, kernels alone, medians of 7:
@@ -566,7 +617,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
     elif (
         outs
         and _small_window(reds)
-        and _stride(out_index, outs[-1]) == 1
+        and address_stride(out_index, outs[-1]) == 1
         and any(outs[-1] in x.loops for x in reads)
         and all(_lanes_pay(x, outs[-1]) for x in reads if outs[-1] in x.loops)
         and (a := _divisor(sizes[-1], (lanes, 8, 4))) is not None
@@ -583,7 +634,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
                 break
             ast = new
         ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a))
-    elif reds and any(_stride(x.address, reds[-1]) == 1 for x in reads):
+    elif reds and any(address_stride(x.address, reds[-1]) == 1 for x in reads):
         # a reduction along contiguous memory: vector accumulators over the reduce axis
         if (a := _divisor(reds[-1].src[0].arg, (4 * lanes, 2 * lanes, lanes, 4))) is not None:
             ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
@@ -598,7 +649,7 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
         ast = _try(ast, opts, Opt(OptOps.UPCAST, t, side))
         ast = _try(ast, opts, Opt(OptOps.UPCAST, len(output_axes(ast)) - 1, side))
         ast = _loops_in_read_order(ast, opts, tile_read)
-    elif outs and _stride(out_index, outs[-1]) == 1 and any(_lanes_pay(x, outs[-1]) for x in reads):
+    elif outs and address_stride(out_index, outs[-1]) == 1 and any(_lanes_pay(x, outs[-1]) for x in reads):
         # vector loads and stores along the contiguous output axis
         a = _divisor(sizes[-1], (lanes, 8, 4, 2))
         ast = _try(ast, opts, Opt(OptOps.UPCAST, len(outs) - 1, a)) if a is not None else ast
@@ -639,7 +690,7 @@ def _gpu_opts(ast: UOp, renderer: Any, max_local: int) -> list[Opt]:
     # addresses (coalescing), and lanes a thread only multiply its code (an UNROLL 32 of exp: a 98 KB kernel)
     scalar_only = renderer.max_lanes(Ops.LOAD, dtypes.float32) == 1
     reads = _reads(ast)
-    contiguous = bool(reds) and any(_stride(x.address, reds[-1]) == 1 for x in reads)
+    contiguous = bool(reds) and any(address_stride(x.address, reds[-1]) == 1 for x in reads)
     out_index = _store_index(ast)
     matmul = bool(reds) and out_index is not None and _matmul_axes(outs, reads, out_index) is not None
     if matmul and (tc := _tensor_core_opts(ast, renderer, max_local)):

@@ -16,8 +16,10 @@ take any axis in the full numbering (SWAP: two of one kind).
   kernel a chunk): `r = chunk * N/n + r'`
   with `chunk` a SPECIAL index that the runtime sets for each call.
 - `SWAP(axis, other)`: exchanges the nesting order of two output loops, or of two reduce loops.
-- `PADTO(axis, n)`: the loop runs to the next multiple of n; the extra iterations read nothing (their loads
-  are gated), store nothing, and add the reduction's identity, so a tile of n divides the axis.
+- `PADTO(axis, n)`: the loop runs to the next multiple of n; the extra iterations store nothing and add the
+  reduction's identity, so a tile of n divides the axis. Their reads are gated where they could leave the buffer,
+  except an output loop's reads inside a reduction that walk it with a stride: those recompute the last real
+  iteration (`_gate_reads`).
 - `LOCAL(axis, n)` (GPU-style devices): the output loop over N becomes `r' * n + lidx` with `lidx` a SPECIAL,
   the work-item's index in its work-group (n work-items a group along that launch dimension; r' becomes a
   work-group index in codegen/gpudims.py).
@@ -149,17 +151,44 @@ def _in_bounds(index: UOp) -> bool:
     return isinstance(buf, PtrDType) and index.src[1].vmin >= 0 and index.src[1].vmax < buf.size
 
 
-def _gate_reads(ast: UOp, loop: UOp, valid: UOp) -> UOp:
+def address_stride(idx: UOp, r: UOp) -> int | None:
+    """How far the address `idx` moves when loop `r` counts up by one (None when it is not a constant)."""
+    if r not in set(idx.toposort()):
+        return 0
+    step = (idx.substitute({r: r + 1}) - idx).simplify()
+    return step.arg if step.op is Ops.CONST else None
+
+
+def _gate_reads(ast: UOp, loop: UOp, valid: UOp, size: int | None = None) -> UOp:
     """Every global write whose address depends on `loop` gated by `valid` as well, and every such read that could
     leave its buffer. A read that stays inside needs no gate: the padded iterations' values are never stored
-    (their stores are gated) and never reduced (a padded reduce iteration adds the identity instead)."""
+    (their stores are gated) and never reduced (a padded reduce iteration adds the identity instead).
+
+    Padding an output loop of `size` iterations (`size` given), a read inside a reduction whose address does not
+    walk `loop` contiguously reads at `min(loop, size - 1)` instead: a padded iteration recomputes the last real
+    one, and its store is gated. A gate there would be tested at every step of the reduction (gcc: a test and a
+    branch a load); the clamp is computed once an output. A read contiguous along `loop` keeps its gate: where the
+    loop becomes vector lanes, the gate is a masked vector load, and a clamp would break the lanes' run of
+    addresses. (bench/ops.py's convolution on AVX2, its rows padded 56 -> 57 for a tile of 3 rows: gated, the
+    tile's third row of broadcasts tested a load each; clamped, none.)"""
     stored = {u.src[0] for u in ast.toposort() if u.op is Ops.STORE}
+    reduced = {s for u in ast.toposort() if u.op is Ops.REDUCE for s in u.src[1:]}
+    clamp = {loop: loop.minimum(size - 1)} if size is not None else {}
     done: dict[UOp, UOp] = {}
     for u in ast.toposort():
         src = tuple(done[s] for s in u.src)
         new = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
         if u.op is Ops.INDEX and u not in stored and _in_bounds(new):
             pass
+        elif (
+            clamp
+            and u.op is Ops.INDEX
+            and u not in stored
+            and u.src[0].op is Ops.DEFINE_GLOBAL
+            and reduced & set(new.src[1].toposort())
+            and address_stride(new.src[1], loop) != 1
+        ):
+            new = new.replace(src=(new.src[0], *(s.substitute(clamp) for s in new.src[1:])))
         elif u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and loop in set(u.src[1].toposort()):
             gate = valid if len(new.src) == 2 else new.src[2] & valid
             new = new.src[0].index(new.src[1], gate)
@@ -184,7 +213,8 @@ def _padto(ast: UOp, r: UOp, amount: int, reduce: bool) -> UOp:
             if u.op is Ops.REDUCE and any(s is bigger for s in u.src[1:]):
                 replace[u] = u.replace(src=(valid.where(u.src[0], identity_element(u.arg, u.dtype)), *u.src[1:]))
         ast = ast.substitute(replace)
-    return _gate_reads(ast, bigger, valid)
+        return _gate_reads(ast, bigger, valid)
+    return _gate_reads(ast, bigger, valid, size)
 
 
 def _fail(opt: Opt, why: str) -> OptError:
