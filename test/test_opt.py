@@ -171,10 +171,11 @@ def test_heuristic_tiles_matmul_and_vectorizes():
     renderer = Device["CPU"].renderer
     with Context(THREADS=2):
         opts = hand_coded_opts(item.ast, renderer)
-    # a tile of rows x two vectors: 4 x 16 with AVX2 (16 registers), 8 x 32 with AVX-512 (32 registers)
+    # a tile of rows x two vectors: 6 x 16 with AVX2 (16 registers; 64 rows padded to 66), 8 x 32 with AVX-512 (32)
     lanes = VECTOR_LANES[dtypes.float32]
-    rows = 8 if lanes == 16 else 4
+    rows = 8 if lanes == 16 else 6
     assert Opt(OptOps.UPCAST, 0, rows) in opts and Opt(OptOps.UPCAST, 1, 2 * lanes) in opts
+    assert (Opt(OptOps.PADTO, 0, 6) in opts) == (rows == 6), opts
     src = get_program(item.ast, renderer, opts).src
     assert f"float{lanes} acc0[1];" in src and "vfmaddps" in src  # vector accumulators, fused multiply-adds
     assert re.search(rf"\(\*\(const float{lanes}_u\*\)&data2\[", src)  # a contiguous vector load of the B tile
@@ -636,7 +637,7 @@ np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 ta, tb = Tensor(a).realize(), Tensor(b).realize()
 item = create_schedule([(ta @ tb).uop], ["CPU"])[0][-1]
 opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
-assert Opt(OptOps.UPCAST, 0, 4) in opts and Opt(OptOps.UPCAST, 1, 16) in opts, opts
+assert opts[:3] == [Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.UPCAST, 1, 16)], opts
 # a tile of one vector of n (8 wide) takes the most rows that divide m within 8: 4 for m = 20
 c, d = rng.standard_normal((20, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
 tc, td = Tensor(c).realize(), Tensor(d).realize()
@@ -1068,6 +1069,21 @@ def test_matmul_tile_of_three_vectors_pads_n(n: int):
         np.testing.assert_allclose((tg.T @ tx).numpy(), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("m, padded", [(100, True), (96, False), (20, False)])
+def test_an_avx2_matmul_tile_is_six_rows_by_two_vectors(m, padded):
+    """AVX2's matmul tile: 6 rows by two vectors of 8 (12 accumulators of 16 registers, 6 broadcasts and 2 loads for
+    12 FMAs), m padded up to a multiple of 6 where at most a sixteenth of it is padding (100 -> 102; 20 -> 24 is too
+    much: 4 rows), the padded rows' reads of A clamped to its last row and their stores skipped. The values are
+    numpy's."""
+    a, b = _inputs((m, 48), (48, 32), seed=51)
+    t = Tensor(a).realize() @ Tensor(b).realize()
+    items = create_schedule([t.uop], ["CPU"])[0]
+    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 8)
+    rows = 6 if m % 6 == 0 or padded else 4
+    assert Opt(OptOps.UPCAST, 0, rows) in opts and (Opt(OptOps.PADTO, 0, 6) in opts) == padded, opts
+    np.testing.assert_allclose(run_last_plan(t, opts), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_too_narrow_for_three_vectors_keeps_its_tile():
     """n = 28 (a 1x1 convolution's output row, or any narrow B): padding to 48 would waste most of the tile, so
     the plan stays what it was: rows of m only (16 with AVX-512, 8 with AVX2), no PADTO."""
@@ -1085,7 +1101,8 @@ def test_a_matmul_with_b_in_panels_keeps_the_tile_of_two_vectors():
     items, _ = create_schedule([(a @ b).uop], ["CPU"])
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer)
     lanes = VECTOR_LANES[dtypes.float32]
-    assert Opt(OptOps.UPCAST, 1, 2 * lanes) in opts and not any(o.op is OptOps.PADTO for o in opts), opts
+    padded = [o.axis for o in opts if o.op is OptOps.PADTO]  # AVX2 pads m (256 -> 258) for its 6 rows, never n
+    assert Opt(OptOps.UPCAST, 1, 2 * lanes) in opts and 1 not in padded, opts
 
 
 @pytest.mark.parametrize("m, n", [(128, 256), (512, 64)])
