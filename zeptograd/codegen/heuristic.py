@@ -574,14 +574,17 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
             candidates = (first, 8, *range(rows, 1, -1))
         six = None
         ymm = several and renderer is not None and _avx2_vectors(ast, vector)
-        if ymm and len(reds) > 1 and math.prod(r.src[0].arg for r in reds) >= SIX_MIN_REDUCE:
-            six = _six_positions(sizes, m, outs, reads, rm, rn)
-        elif ymm and len(reds) == 1 and -sizes[m] % SIX_POSITIONS * 16 <= sizes[m]:
-            # a matmul's AVX2 tile: 6 rows by two vectors, the rows padded up to a multiple of 6 where at most a
-            # sixteenth of them is padding (1024 -> 1026; the padded rows recompute the last one, see `_gate_reads`)
-            six = (SIX_POSITIONS, None, 1)
-            if sizes[m] % SIX_POSITIONS:
-                ast = _try(ast, opts, Opt(OptOps.PADTO, m, SIX_POSITIONS))
+        if ymm and (len(reds) == 1 or math.prod(r.src[0].arg for r in reds) >= SIX_MIN_REDUCE):
+            six = _six_positions(sizes, m, outs, reads, rm, rn) if len(reds) > 1 else None
+            if six is None and -sizes[m] % SIX_POSITIONS * 16 <= sizes[m]:
+                # AVX2's tile of 6 rows by two vectors, the rows padded up to a multiple of 6 where at most a
+                # sixteenth of them is padding, the padded rows recomputing the last one (`_gate_reads`): a matmul
+                # (1024 -> 1026), a convolution's weight gradient (64 output channels: 66; that kernel alone, medians
+                # of 9 alternating runs against 4 x 16: bench/ops.py's layer 20.4 -> 17.2 ms, (8,128,28,28) 24.7 ->
+                # 19.5, (8,256,14,14) 27.3 -> 21.2, (8,32,112,112) with 64 filters 68.5 -> 56.2)
+                six = (SIX_POSITIONS, None, 1)
+                if sizes[m] % SIX_POSITIONS:
+                    ast = _try(ast, opts, Opt(OptOps.PADTO, m, SIX_POSITIONS))
         if six is not None:
             am, third, by = six
             if third is not None and third.src[0].arg % by:
