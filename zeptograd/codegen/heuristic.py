@@ -120,8 +120,8 @@ SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in t
 # many output columns (16 accumulators)
 BROAD_VECTORS = 4
 BROAD_COLUMNS = 4
-# AVX2's 16 vector registers: a convolution's tile of this many outputs by two vectors of channels (`_six_positions`),
-# where each output sums at least this many products (its 48 scalar stores cost more than they save in shorter ones)
+# AVX2's 16 vector registers: a tile of this many outputs by two vectors (`_six_positions`); in a convolution, where
+# each output sums at least this many products (its 96 lane-by-lane stores cost more than they save in shorter ones)
 SIX_POSITIONS = 6
 SIX_MIN_REDUCE = 512
 WINDOW_MAX = 4  # a reduce loop this short (a pooling window's side) is unrolled, when its whole window is small
@@ -417,6 +417,33 @@ def _six_positions(
     return (cols, third, by) if -size % by * 16 <= size else None
 
 
+def _six_tile(ast: UOp, m: int, cols: int, third: UOp | None, by: int) -> tuple[UOp, list[Opt]] | None:
+    """`ast` with AVX2's 6-output tile (`_six_positions`) applied, and its opts: `cols` of axis m by `by` of the
+    `third` axis, each padded up to a multiple of its share first where it is not one; None where an opt is
+    refused (then none of them applies)."""
+    plan: list[Opt] = []
+
+    def add(new: UOp, opt: Opt) -> UOp:
+        plan.append(opt)
+        return apply_opt(new, opt)
+
+    def axis_of(new: UOp, r: UOp) -> int:
+        return next(i for i, x in enumerate(output_axes(new)) if x.arg == r.arg)  # by loop number: PADTO remakes it
+
+    try:
+        new = ast
+        if output_axes(new)[m].src[0].arg % cols:
+            new = add(new, Opt(OptOps.PADTO, m, cols))
+        if third is not None and third.src[0].arg % by:
+            new = add(new, Opt(OptOps.PADTO, axis_of(new, third), by))
+        new = add(new, Opt(OptOps.UPCAST, m, cols))
+        if third is not None:
+            new = add(new, Opt(OptOps.UPCAST, axis_of(new, third), by))
+    except OptError:
+        return None
+    return new, plan
+
+
 def _wide_tile(
     n: int, vector: int, rows: int, reds: list[UOp], reads: list[_Read], rm: UOp, rn: UOp, an: int | None
 ) -> int | None:
@@ -583,24 +610,19 @@ def hand_coded_opts(ast: UOp, renderer: Any = None, float_lanes: int | None = No
                 # of 9 alternating runs against 4 x 16: bench/ops.py's layer 20.4 -> 17.2 ms, (8,128,28,28) 24.7 ->
                 # 19.5, (8,256,14,14) 27.3 -> 21.2, (8,32,112,112) with 64 filters 68.5 -> 56.2)
                 six = (SIX_POSITIONS, None, 1)
-                if sizes[m] % SIX_POSITIONS:
-                    ast = _try(ast, opts, Opt(OptOps.PADTO, m, SIX_POSITIONS))
-        if six is not None:
-            am, third, by = six
-            if third is not None and third.src[0].arg % by:
-                ast = _try(ast, opts, Opt(OptOps.PADTO, next(i for i, r in enumerate(outs) if r is third), by))
-            ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
-            if third is not None:
-                # by loop number: PADTO remade it
-                axis = next(i for i, r in enumerate(output_axes(ast)) if r.arg == third.arg)
-                ast = _try(ast, opts, Opt(OptOps.UPCAST, axis, by))
-            candidates, third = (), None
+        if six is not None and (tiled := _six_tile(ast, m, *six)) is not None:
+            ast, six_opts = tiled
+            opts.extend(six_opts)
+            third = None
+        else:
+            six = None
         if broad and sizes[m] % BROAD_COLUMNS and -sizes[m] % BROAD_COLUMNS * 8 <= sizes[m]:
             # columns padded up to whole tiles (the extra ones gated off): 54 columns as 14 tiles of 4, not 27 of 2
             # (bench/ops.py's layer without padding, its kernel alone, medians of 9: 12.9 -> 9.6 ms)
             ast = _try(ast, opts, Opt(OptOps.PADTO, m, BROAD_COLUMNS))
             sizes = [r.src[0].arg for r in output_axes(ast)]
-        if six is None and (am := _divisor(sizes[m], candidates)) is not None:
+        am = _divisor(sizes[m], candidates) if six is None else None
+        if am is not None:
             ast = _try(ast, opts, Opt(OptOps.UPCAST, m, am))
         short = six is None and several and third is None and (am or 1) * 2 <= rows
         if short:
