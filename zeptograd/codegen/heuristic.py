@@ -348,7 +348,7 @@ def _longest_reduce(reds: list[UOp]) -> int | None:
     return longest if reds[longest].src[0].arg > reds[-1].src[0].arg else None
 
 
-def _even_axis_ignored_by(
+def _axis_ignored_by(
     outs: list[UOp],
     rm: UOp,
     rn: UOp,
@@ -373,7 +373,7 @@ def _even_axis_ignored_by(
 def _second_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp) -> UOp | None:
     """An axis the operand ignoring n (A) ignores too: halves the broadcasts per FMA (a convolution's output rows:
     4 channels x 2 rows x 8 columns)."""
-    return _even_axis_ignored_by(outs, rm, rn, [x for x in reads if rn not in x.loops and rm in x.loops])
+    return _axis_ignored_by(outs, rm, rn, [x for x in reads if rn not in x.loops and rm in x.loops])
 
 
 def _weight_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp, even: bool = True) -> UOp | None:
@@ -382,7 +382,7 @@ def _weight_row_axis(outs: list[UOp], reads: list[_Read], rm: UOp, rn: UOp, even
     loaded once for 28 FMAs instead of 14); of even size unless not `even`."""
     b_reads = [x for x in reads if rm not in x.loops and rn in x.loops]
     a_reads = [x for x in reads if rn not in x.loops and rm in x.loops]
-    return _even_axis_ignored_by(outs, rm, rn, b_reads, a_reads, even)
+    return _axis_ignored_by(outs, rm, rn, b_reads, a_reads, even)
 
 
 def _avx2_vectors(ast: UOp, vector: int) -> bool:
