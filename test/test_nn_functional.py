@@ -13,6 +13,7 @@ import pytest
 
 from zeptograd import Context, GlobalCounters, Tensor, dtypes
 from zeptograd.runtime.device import padded_reads_in_place
+from zeptograd.uop.ops import Ops
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -186,7 +187,6 @@ def test_windows_on_all_axes_at_once(size, k, stride, dilation):
     """The overlapping windows of both spatial axes are built by one chain of movement ops acting on every axis
     (a 3x3 stride-1 convolution: 7 UOps, not 15); values against torch for conv2d and max_pool2d."""
     from zeptograd.mixin.nn import _windows
-    from zeptograd.uop.ops import Ops
 
     if (stride, dilation) == (1, 1):
         u = Tensor(_randn((1, 1, size, size), 30)).uop
@@ -238,20 +238,41 @@ def test_large_conv_kernels_per_device(device, k, kernels):
     np.testing.assert_allclose(out.numpy(), want, atol=1e-4)
 
 
-@pytest.mark.parametrize("cout, stored", [(32, 48), (24, 24), (64, 80)])
-def test_channels_last_weight_rows_padded_to_an_odd_number_of_cache_lines(cout, stored):
-    """A channels-last weight (*k, Cin, Cout) whose rows are a multiple of two cache lines is stored with one line of
-    padding a row (256 channels: rows 1 KiB apart share 4 of L1's 64 sets; with 17 lines all of them); the padding
-    is never read into the result, which is torch's."""
+@pytest.mark.parametrize("cout, dtype, stored", [(16, "float64", 24), (24, "float32", 24), (40, "float64", 40)])
+def test_channels_last_weight_rows_padded_to_an_odd_number_of_cache_lines(cout, dtype, stored):
+    """A channels-last weight (*k, Cin, Cout) that is not stored in panels (Cout one panel, or not a multiple of one)
+    and whose rows are a multiple of two cache lines is stored with one line of padding a row (16 float64 channels:
+    128-byte rows -> 192); the padding is never read into the result, which is torch's."""
     from zeptograd.schedule.kernelize import create_schedule
 
-    x, w = Tensor(_randn((2, 16, 48, 48), 25), device="CPU"), Tensor(_randn((cout, 16, 3, 3), 26), device="CPU")
+    x = Tensor(_randn((2, 16, 48, 48), 25).astype(dtype), device="CPU")
+    w = Tensor(_randn((cout, 16, 3, 3), 26).astype(dtype), device="CPU")
     out = x.conv2d(w, padding=1)
     items, _ = create_schedule([out.uop], ["CPU"])
     sizes = sorted(b.arg[2] for item in items[:-1] for b in item.bufs[:1])
     assert 3 * 3 * 16 * stored in sizes, sizes
     want = F.conv2d(torch.tensor(x.numpy()), torch.tensor(w.numpy()), padding=1).numpy()
     np.testing.assert_allclose(out.numpy(), want, atol=1e-4)
+
+
+@pytest.mark.parametrize("cout", [32, 64, 96])
+def test_channels_last_weight_stored_in_panels(cout):
+    """A convolution's weight whose output channels divide into panels of two vectors is stored as matmul's B is:
+    Cout / PANEL contiguous panels (*k, Cin, PANEL), the block the kernel's tile of two vectors of channels walks
+    through; read back, it is the weight; the convolution is torch's."""
+    from zeptograd.mixin.functional import PANEL
+    from zeptograd.mixin.nn import _channels_last_weight
+
+    wn = _randn((cout, 16, 3, 3), 27)
+    w = Tensor(wn, device="CPU")
+    view = _channels_last_weight(w.uop, 2)
+    (stored,) = [u for u in view.toposort() if u.op is Ops.CONTIGUOUS]
+    panels = wn.reshape(cout // PANEL, PANEL, 16, 3, 3).transpose(0, 3, 4, 2, 1)
+    np.testing.assert_array_equal(Tensor._from_uop(stored, "CPU").numpy(), panels)
+    np.testing.assert_array_equal(Tensor._from_uop(view, "CPU").numpy(), wn)
+    x = Tensor(_randn((2, 16, 48, 48), 28), device="CPU")
+    want = F.conv2d(torch.tensor(x.numpy()), torch.tensor(wn), padding=1).numpy()
+    np.testing.assert_allclose(x.conv2d(w, padding=1).numpy(), want, atol=1e-4)
 
 
 @pytest.mark.no_roundtrip

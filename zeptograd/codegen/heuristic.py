@@ -91,6 +91,7 @@ from zeptograd.codegen.opt import (
     OptOps,
     address_stride,
     apply_opt,
+    block_stride,
     max_local,
     output_axes,
     reduce_axes,
@@ -304,7 +305,13 @@ def _conv_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read], vector: int
         return None
     # the weight depends on one output axis (its channels), the input on the others (batch, rows, columns)
     weight = min(reads, key=lambda x: (sum(r in x.loops for r in outs), x.nbytes))
-    n = next((i for i, r in enumerate(outs) if address_stride(weight.address, r) == 1), None)
+    # contiguous along n, or within panels of one or two vectors of it (Tensor.conv2d's weight in panels)
+    strides = [
+        (address_stride(weight.address, r), *(block_stride(weight.address, r, b) for b in (2 * vector, vector)))
+        for r in outs
+    ]
+    contiguous = [1 in s for s in strides]
+    n = next((i for i, c in enumerate(contiguous) if c), None)
     if n is None or outs[n].src[0].arg % vector:
         return None
     rn = outs[n]

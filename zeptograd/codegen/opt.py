@@ -159,6 +159,23 @@ def address_stride(idx: UOp, r: UOp) -> int | None:
     return step.arg if step.op is Ops.CONST else None
 
 
+def block_stride(idx: UOp, r: UOp, block: int) -> int | None:
+    """How far the address `idx` moves when loop `r` counts up by one inside an aligned block of `block` of its
+    iterations (None when that is not a constant, or `block` does not divide the loop): 1 for a layout stored in
+    panels, contiguous within each (Tensor.matmul's B, a convolution's weight), where `address_stride` sees the jump
+    from one panel to the next.
+
+    >>> r = UOp.range(32, 0)
+    >>> address_stride(r // 16 * 100 + r % 16, r), block_stride(r // 16 * 100 + r % 16, r, 16)
+    (None, 1)
+    """
+    if r.src[0].op is not Ops.CONST or r.src[0].arg % block:
+        return None
+    # fresh loops for the blocks and the iterations inside one (axis ids no kernel uses)
+    outer, inner = UOp.range(r.src[0].arg // block, -1), UOp.range(block, -2)
+    return address_stride(idx.substitute({r: outer * block + inner}).simplify(), inner)
+
+
 def _gate_reads(ast: UOp, loop: UOp, valid: UOp, size: int | None = None) -> UOp:
     """Every global write whose address depends on `loop` gated by `valid` as well, and every such read that could
     leave its buffer. A read that stays inside needs no gate: the padded iterations' values are never stored

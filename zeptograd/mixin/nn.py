@@ -20,6 +20,7 @@ from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import WINO, ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
+from zeptograd.mixin.functional import PANEL
 from zeptograd.mixin.movement import movement_uop, stored_as
 from zeptograd.mixin.reduce import SPLIT_SUM, sum_of_products
 from zeptograd.runtime.device import cpu_layouts, padded_reads_in_place
@@ -128,6 +129,19 @@ def _odd_lines_pad(row: int, itemsize: int) -> int:
     large power of two apart share a few cache sets: 1 KiB apart they fill 4 of L1's 64 sets, and 1/16 of L2."""
     per_line = max(CACHE_LINE // itemsize, 1)
     return per_line if row * itemsize % (2 * CACHE_LINE) == 0 else 0
+
+
+def _channels_last_weight(w: UOp, n: int) -> UOp:
+    """A convolution's weight (Cout, Cin, *k) read from a channels-last copy, contiguous along Cout: where Cout divides
+    into PANELs, stored as Cout / PANEL panels (*k, Cin, PANEL), each a contiguous block the kernel's tile (two vectors
+    of output channels by output positions) walks straight through, as matmul's B panels; else stored as
+    (*k, Cin, Cout), its rows an odd number of cache lines apart."""
+    cout, cin, kernel = w.shape[0], w.shape[1], w.shape[2:]
+    if cout % PANEL or cout == PANEL:
+        return stored_as(w, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, w.dtype.itemsize))
+    split = movement_uop(w, Ops.RESHAPE, (cout // PANEL, PANEL, cin, *kernel))
+    panels = stored_as(split, (0, *range(3, 3 + n), 2, 1))
+    return movement_uop(panels, Ops.RESHAPE, w.shape)
 
 
 # a large dense convolution with this many channels makes a channels-last copy of its weight (*k, Cin, Cout): then
@@ -525,8 +539,7 @@ class NNMixin:
         # took 0.6 ms of Python as tensor ops
         wu, last = weight.uop, _copies_channels_last(x, groups, cin, cout)
         if last:
-            # the weight stored as (*k, Cin, Cout), its rows an odd number of cache lines apart
-            wu = stored_as(wu, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, weight.dtype.itemsize))
+            wu = _channels_last_weight(wu, n)
         u = _input_windows(x, pads, kernel, stride, dilation, last)  # (N, Cin, *out, *kernel)
         out = u.shape[2 : 2 + n]
         # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
