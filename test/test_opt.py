@@ -616,6 +616,24 @@ def test_an_avx2_convolution_tile_is_six_outputs_by_two_vectors(shape, padto, up
     np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-3, atol=1e-3)
 
 
+def test_a_tile_stores_neighbouring_outputs_in_pairs_under_their_gate():
+    """The 6-output convolution tile (2 columns by 3 rows, the rows padded 17 -> 18) stores its 96 outputs as 48
+    pairs of neighbouring columns, one two-lane store each, those of the padded row under their row's gate, not
+    lane by lane; taken from the accumulators pair by pair, so gcc keeps all 12 in registers (in address order
+    it spilled accumulators in the loop: bench/ops.py's layer 11 -> 24 ms). The values are numpy's direct
+    convolution, the extra row never stored."""
+    x, w = _inputs((8, 64, 17, 10), (16, 64, 3, 3), seed=51)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+    items = create_schedule([t.uop], ["CPU"])[0]
+    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 8)
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [2, 3, 16], opts
+    src = get_program(items[-1].ast, Device["CPU"].renderer, opts).src
+    stores = [line.strip() for line in src.splitlines() if line.strip().startswith(("data0[", "(*("))]
+    assert len(stores) == 48 and all(s.startswith("(*(float2_u*)&data0[") for s in stores), stores
+    assert src.count("if (") >= 16, src  # the padded row's 16 pairs, each under its gate
+    np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-3, atol=1e-3)
+
+
 def test_avx2_width_when_avx512_is_turned_off(tmp_path):
     """ZG_AVX512=0 keeps 256-bit vectors on an AVX-512 machine (and is what an AVX2-only CPU gets): the matmul
     tile is 4 x 16 there, and a packed matmul and the vector builtins (FMA, NaN-propagating max, sqrt, trunc)

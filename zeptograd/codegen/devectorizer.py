@@ -368,22 +368,29 @@ class _Devectorizer:
         width = dt.count
         addresses, gates = self._addresses(index, width)
         w = _width(width, self.max_lanes(op, dt.scalar()))
-        offsets = _offsets(addresses) if (gates is None or op is Ops.LOAD) and w > 1 else None
+        offsets = _offsets(addresses) if w > 1 else None
         if offsets is None or len(set(offsets)) != width:
             return None
         order = sorted(range(width), key=lambda k: offsets[k])
         stretches = [[order[0]]]
         for k in order[1:]:
-            if offsets[k] == offsets[stretches[-1][-1]] + 1:
+            prev = stretches[-1][-1]
+            # a STORE's run is one gated store: its lanes share their gate
+            same_gate = op is Ops.LOAD or gates is None or gates[k] is gates[prev]
+            if offsets[k] == offsets[prev] + 1 and same_gate:
                 stretches[-1].append(k)
             else:
                 stretches.append([k])
         if all(len(s) == 1 for s in stretches):
             return None
+        # a gated STORE's runs are pairs at most, each one two-vector shuffle: its stores come after the whole tile
+        # (the IF blocks last), and the shuffle trees of longer runs kept so many vectors live there that gcc
+        # spilled accumulators in the loop before (a.T @ a, 128 x 256, its 6 x 16 tile's rows padded: 310 -> 470 us)
+        longest = 2 if op is Ops.STORE and gates is not None else w
         runs = []
         for stretch in stretches:
             while stretch:
-                n = min(1 << (len(stretch).bit_length() - 1), w)  # the largest power of two that fits, up to w
+                n = min(1 << (len(stretch).bit_length() - 1), longest)  # the largest power of two that fits
                 runs.append(stretch[:n])
                 stretch = stretch[n:]
         return runs
@@ -394,14 +401,20 @@ class _Devectorizer:
         accesses = self.accesses(Ops.STORE, index, value.dtype)
         gathers = any(a.kind == "lanes" and a.width > 1 for a in accesses)
         if gathers and (runs := self._runs(Ops.STORE, index, value.dtype)):
-            addresses, _ = self._addresses(index, value.dtype.count)
+            addresses, gates = self._addresses(index, value.dtype.count)
             ptr = self.get(index.src[0], 0, 1)
+            # the runs that take lanes of the same vectors one after another, not in address order: the shuffles
+            # that gather a run then serve the next ones at once (a convolution's 6 x 2-vector tile, stored as 48
+            # pairs of neighbouring outputs: in address order its 12 interleaved vectors all lived at once, and gcc
+            # spilled accumulators in the loop before it)
+            chunk_of = [i for i, c in enumerate(self.chunks[value]) for _ in range(c.dtype.count)]
+            runs.sort(key=lambda run: (sorted(chunk_of[k] for k in run), self._locate(value, run[0])[1]))
             for run in runs:
+                target = ptr.index(addresses[run[0]], None if gates is None else gates[run[0]])
                 if len(run) == 1:
-                    stores.append(ptr.index(addresses[run[0]]).store(self.get(value, run[0], 1)))
+                    stores.append(target.store(self.get(value, run[0], 1)))
                     continue
-                stored = self._gather([self._locate(value, k) for k in run])
-                stores.append(ptr.index(addresses[run[0]]).store(stored))
+                stores.append(target.store(self._gather([self._locate(value, k) for k in run])))
             return stores[0] if len(stores) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(stores))
         for a in accesses:
             start, w, targets = a.start, a.width, a.targets
