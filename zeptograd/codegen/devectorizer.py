@@ -321,6 +321,8 @@ class _Devectorizer:
         index, width = u.src[0], u.dtype.count
         runs = self._runs(Ops.LOAD, index, u.dtype)
         w = _width(width, self.max_lanes(Ops.LOAD, u.dtype.scalar()))
+        if runs is not None and 2 <= len(runs[0]) < w:
+            w = len(runs[0])  # runs shorter than a vector (a tile 4 values deep): chunks of a run's length
         if runs is None or any(len(run) != w for run in runs):
             return None
         run_of = {k: (r, i) for r, run in enumerate(runs) for i, k in enumerate(run)}
