@@ -599,14 +599,19 @@ def test_a_padded_output_loop_clamps_its_strided_reads_inside_a_reduction(device
 
 @pytest.mark.parametrize(
     "shape, padto, upcasts",
-    [((8, 64, 17, 10), True, [2, 3, 16]), ((8, 64, 12, 12), False, [6, 16]), ((8, 32, 17, 16), False, [4, 16])],
+    [
+        ((8, 64, 17, 10), True, [2, 3, 16]),
+        ((8, 64, 12, 12), False, [6, 16]),
+        ((8, 32, 17, 16), True, [2, 3, 16]),
+        ((8, 16, 17, 16), False, [4, 16]),
+    ],
 )
 def test_an_avx2_convolution_tile_is_six_outputs_by_two_vectors(shape, padto, upcasts):
-    """AVX2's tile for a convolution summing 512 products or more: 6 outputs by two vectors of 8 output channels (12
-    accumulators of 16 registers): 6 columns where they divide the width, else 2 columns by 3 rows, the rows padded
-    to a multiple of 3 (17 -> 18) with the padded row's reads clamped inside the image; over 32 input channels (288
-    products) the 4 x 2 vector tile stays (the 6-output tile's lane-by-lane stores cost more than it saves there).
-    The values are numpy's direct convolution, the extra rows never stored."""
+    """AVX2's tile for a convolution summing 256 products or more (32 input channels of a 3x3 kernel): 6 outputs by
+    two vectors of 8 output channels (12 accumulators of 16 registers): 6 columns where they divide the width, else 2
+    columns by 3 rows, the rows padded to a multiple of 3 (17 -> 18) with the padded row's reads clamped inside the
+    image; over 16 input channels (144 products) the 4 x 2 vector tile stays. The values are numpy's direct
+    convolution, the extra rows never stored."""
     x, w = _inputs(shape, (16, shape[1], 3, 3), seed=50)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
     items = create_schedule([t.uop], ["CPU"])[0]

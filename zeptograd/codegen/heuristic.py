@@ -29,7 +29,7 @@ The rules, in order (each applied only where its amount divides the axis):
    weights of all four fit a quarter of L2 (`_broad_panel`; the columns padded to a multiple of 4 where at most an
    eighth of them is padding), else one vector by up to 14 columns by 2 or 4 output rows (or images: an even output
    axis the weight ignores), up to 28 accumulators (2 x 14, 4 x 7). With AVX2's 16 registers, a convolution whose
-   outputs sum 512 products or more takes 6 outputs by two vectors (`_six_positions`: 6 columns, or 2 columns by 3
+   outputs sum 256 products or more takes 6 outputs by two vectors (`_six_positions`: 6 columns, or 2 columns by 3
    output rows, the rows padded up to a multiple of 3). A convolution whose columns give fewer rows
    than the two-vector tile holds takes the rest from its output rows or images (AVX2: 2 columns x 2 rows for 14
    columns, 4 images for 7). When A is contiguous along a reduce axis that
@@ -121,14 +121,15 @@ SWAP_MIN_BYTES = 1 << 20  # a matmul operand bigger than this does not stay in t
 # many output columns (16 accumulators)
 BROAD_VECTORS = 4
 BROAD_COLUMNS = 4
-# AVX2's 16 vector registers: a tile of this many outputs by two vectors (`_six_positions`); in a convolution, where
-# each output sums at least this many products (its 96 lane-by-lane stores cost more than they save in shorter ones)
 # 32-bit values in a cache line: a transposing copy's tile stores its rows as whole lines where it can (AVX2: 4 x 16
-# instead of 8 x 8; the channels-last copy of bench/ops.py's layer with cold caches 601-757 -> 491-587 us, a 4096^2
-# transpose 12.6 -> 8.5 ms, 1024^2 677 -> 478 us; hot, 1024^2 555 -> 459 us, the channels-last copy 178 -> 210 us)
+# instead of 8 x 8; medians of 15 on the AMD EPYC: x.T.contiguous() 1024^2 560 -> 335 us hot, 687 -> 462 cold,
+# 4096^2 13.0 -> 6.7 ms cold; bench/ops.py's channels-last copy 773-878 -> 768-783 us cold, 231 -> 248 hot)
 LINE_VALUES = 16
+# AVX2's 16 vector registers: a tile of this many outputs by two vectors (`_six_positions`); in a convolution, where
+# each output sums at least this many products: 32 input channels of a 3x3 kernel (288) and more (over 16 or 24,
+# 144 or 216 products, it saves nothing against 4 x 16)
 SIX_POSITIONS = 6
-SIX_MIN_REDUCE = 512
+SIX_MIN_REDUCE = 256
 WINDOW_MAX = 4  # a reduce loop this short (a pooling window's side) is unrolled, when its whole window is small
 
 
@@ -419,9 +420,10 @@ def _six_positions(
     AMD EPYC (Zen 4, AVX2), C harness, one core: 4 x 2 vectors 62.7 / 56.2 / 43.0 GFLOP/s, 2 columns x 3 rows x
     2 vectors 68.8 / 61.2 / 51.5 in three runs; kernels alone, medians of 11-21 alternating runs: that layer
     15.0-15.6 -> 13.6-13.8 ms, 128 output channels 30.4-30.7 -> 27.0-29.6, (4,64,112,112) 30.8 -> 27.6. Only where an
-    output sums `SIX_MIN_REDUCE` products or more: the tile's output is stored a lane at a time, and over 32 input
-    channels (288 products) that costs more than the tile saves ((8,32,56,56): 7.4 -> 7.8 ms, (8,32,112,112) 24.0 ->
-    26.1)."""
+    output sums `SIX_MIN_REDUCE` products or more: over 32 input channels (288 products) the tile was 4-8% slower
+    while its outputs were stored a lane at a time ((8,32,56,56): 7.4 -> 7.8 ms, (8,32,112,112) 24.0 -> 26.1); stored
+    in pairs, it is faster there too (kernels alone on one core, medians of 31 against 4 x 16: (8,32,56,56) with 64
+    filters 13.01 -> 12.10 ms, with 32 6.58 -> 5.99, (8,32,112,112) 53.8 -> 50.1)."""
     if sizes[m] % SIX_POSITIONS == 0:
         return SIX_POSITIONS, None, 1
     cols = _divisor(sizes[m], (3, 2))
