@@ -152,34 +152,45 @@ def _channels_last_weight(w: UOp, n: int) -> UOp:
 CHANNELS_LAST_MIN = 16
 
 
-def _materialize_padding(x: Any) -> bool:
-    return math.prod(x.shape) >= PAD_COPY_MIN and cpu_layouts(x.device)
+def _padded_input(x: Tensor, pads: Sequence[tuple[int, int]]) -> UOp:
+    """A convolution's input `x` padded by `pads` on its spatial axes: the PAD node `x.pad` builds, without its
+    tensors and checks where no pad is negative (a padding that crops takes `x.pad`'s shrink)."""
+    if any(b < 0 or a < 0 for b, a in pads):
+        return x.pad(((0, 0), (0, 0), *pads)).uop
+    if all(p == (0, 0) for p in pads):
+        return x.uop
+    return UOp(Ops.PAD, x.dtype, (x.uop,), ((0, 0), (0, 0), *(tuple(p) for p in pads)))
 
 
-def _copies_channels_last(x: Tensor, groups: int, cin: int, cout: int) -> bool:
-    """Does a convolution of the padded input `x` take channels-last copies (a large dense one on a CPU layout): of its
-    weight, and of its input where it does not read it in place?"""
-    return _materialize_padding(x) and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN
+def _materialize_padding(x: UOp, device: str) -> bool:
+    return math.prod(x.shape) >= PAD_COPY_MIN and cpu_layouts(device)
+
+
+def _copies_channels_last(x: UOp, device: str, groups: int, cin: int, cout: int) -> bool:
+    """Does a convolution of the padded input `x` on `device` take channels-last copies (a large dense one on a CPU
+    layout): of its weight, and of its input where it does not read it in place?"""
+    return groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN and _materialize_padding(x, device)
 
 
 def _input_windows(
-    x: Tensor,
+    x: UOp,
+    device: str,
     pads: Any,
     kernel: tuple[int, ...],
     stride: tuple[int, ...],
     dilation: tuple[int, ...],
     channels_last: bool,
 ) -> UOp:
-    """The windows (N, Cin, *out, *kernel) of the padded input `x` a convolution sums over, read from a padded
-    channels-last copy (`channels_last`: `_copies_channels_last`) or in place; the forward and the weight's gradient
-    read the same."""
-    u, n = x.uop, len(kernel)
+    """The windows (N, Cin, *out, *kernel) of the padded input `x` (on `device`) a convolution sums over, read from a
+    padded channels-last copy (`channels_last`: `_copies_channels_last`) or in place; the forward and the weight's
+    gradient read the same."""
+    u, n = x, len(kernel)
     if channels_last:
-        if prod(kernel) == 1 or not padded_reads_in_place(x.device):
+        if prod(kernel) == 1 or not padded_reads_in_place(device):
             # the input channels-last, contiguous along them (a 1x1 convolution is a matmul over the channels);
             # the CPU device reads a convolution's input in place (see `padded_reads_in_place`)
             u = stored_as(u, (0, *range(2, 2 + n), 1))
-    elif any(p != (0, 0) for p in pads) and _materialize_padding(x):
+    elif any(p != (0, 0) for p in pads) and _materialize_padding(x, device):
         u = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
     return _windows(u, kernel, stride, dilation)
 
@@ -228,9 +239,9 @@ def _conv_grad(
     # stored: the ops above the convolution (a reflect pad's backward) read it by regions, and would each recompute it
     flipped = _transposed_kernel(w, groups)
     dx = _spread(g, stride)._conv(flipped, None, groups, (1,) * n, dilation, conv_pads, None, "conv2d").contiguous()
-    padded = x.pad(((0, 0), (0, 0), *pads))
-    last = _copies_channels_last(padded, groups, x.shape[1], cout)
-    windows = _input_windows(padded, pads, kernel, stride, dilation, last)
+    padded = _padded_input(x, pads)
+    last = _copies_channels_last(padded, x.device, groups, x.shape[1], cout)
+    windows = _input_windows(padded, x.device, pads, kernel, stride, dilation, last)
     xw = type(x)._from_uop(windows, x.device)  # (N, Cin, *out, *kernel), as the forward read them
     bs, out = xw.shape[0], xw.shape[2 : 2 + n]
     products = xw.reshape(bs, groups, 1, cin_g, *out, *kernel) * g.reshape(
@@ -534,13 +545,13 @@ class NNMixin:
         if _wino_eligible(self, weight, groups, stride, dilation, dtype, op):
             y = _winograd(self, weight, pads)
             return y if bias is None else y + bias.reshape(1, cout, 1, 1)
-        x = self.pad(((0, 0), (0, 0), *pads))
         # the graph is built as UOps, with no tensor op (and its checks) between them: the conv2d of bench/ops.py
-        # took 0.6 ms of Python as tensor ops
-        wu, last = weight.uop, _copies_channels_last(x, groups, cin, cout)
+        # took 0.6 ms of Python as tensor ops (and 90 us for its input's pad alone)
+        x = _padded_input(self, pads)
+        wu, last = weight.uop, _copies_channels_last(x, self.device, groups, cin, cout)
         if last:
             wu = _channels_last_weight(wu, n)
-        u = _input_windows(x, pads, kernel, stride, dilation, last)  # (N, Cin, *out, *kernel)
+        u = _input_windows(x, self.device, pads, kernel, stride, dilation, last)  # (N, Cin, *out, *kernel)
         out = u.shape[2 : 2 + n]
         # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
         u = movement_uop(u, Ops.RESHAPE, (bs, groups, 1, cin_g, *out, *kernel))
