@@ -140,7 +140,11 @@ def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = No
     _check(sink, "after expand")
     max_lanes = renderer.max_lanes if renderer is not None else lambda op, dt: 1
     sink = devectorize(
-        sink, max_lanes, getattr(renderer, "masked_load", None), getattr(renderer, "fragment_load_lanes", 1)
+        sink,
+        max_lanes,
+        getattr(renderer, "masked_load", None),
+        getattr(renderer, "fragment_load_lanes", 1),
+        getattr(renderer, "paired_gated_stores", False),
     )
     _check(sink, "after devectorize")
     sink = merge_loops(graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators"))

@@ -48,11 +48,16 @@ def _width(total: int, limit: int) -> int:
 
 class _Devectorizer:
     def __init__(
-        self, max_lanes: MaxLanes, masked_load: Callable[[DType], bool] | None = None, fragment_lanes: int = 1
+        self,
+        max_lanes: MaxLanes,
+        masked_load: Callable[[DType], bool] | None = None,
+        fragment_lanes: int = 1,
+        paired_gated_stores: bool = False,
     ) -> None:
         self.max_lanes = max_lanes
         self.masked_load = masked_load
         self.fragment_lanes = fragment_lanes
+        self.paired_gated_stores = paired_gated_stores
         self.chunks: dict[UOp, list[UOp]] = {}
 
     def get(self, u: UOp, start: int, n: int) -> UOp:
@@ -370,7 +375,8 @@ class _Devectorizer:
         width = dt.count
         addresses, gates = self._addresses(index, width)
         w = _width(width, self.max_lanes(op, dt.scalar()))
-        offsets = _offsets(addresses) if w > 1 else None
+        gated_store = op is Ops.STORE and gates is not None
+        offsets = _offsets(addresses) if w > 1 and (self.paired_gated_stores or not gated_store) else None
         if offsets is None or len(set(offsets)) != width:
             return None
         order = sorted(range(width), key=lambda k: offsets[k])
@@ -388,7 +394,7 @@ class _Devectorizer:
         # a gated STORE's runs are pairs at most, each one two-vector shuffle: its stores come after the whole tile
         # (the IF blocks last), and the shuffle trees of longer runs kept so many vectors live there that gcc
         # spilled accumulators in the loop before (a.T @ a, 128 x 256, its 6 x 16 tile's rows padded: 310 -> 470 us)
-        longest = 2 if op is Ops.STORE and gates is not None else w
+        longest = 2 if gated_store else w
         runs = []
         for stretch in stretches:
             while stretch:
@@ -409,8 +415,9 @@ class _Devectorizer:
             # that gather a run then serve the next ones at once (a convolution's 6 x 2-vector tile, stored as 48
             # pairs of neighbouring outputs: in address order its 12 interleaved vectors all lived at once, and gcc
             # spilled accumulators in the loop before it)
-            chunk_of = [i for i, c in enumerate(self.chunks[value]) for _ in range(c.dtype.count)]
-            runs.sort(key=lambda run: (sorted(chunk_of[k] for k in run), self._locate(value, run[0])[1]))
+            if self.paired_gated_stores:
+                chunk_of = [i for i, c in enumerate(self.chunks[value]) for _ in range(c.dtype.count)]
+                runs.sort(key=lambda run: (sorted(chunk_of[k] for k in run), self._locate(value, run[0])[1]))
             for run in runs:
                 target = ptr.index(addresses[run[0]], None if gates is None else gates[run[0]])
                 if len(run) == 1:
@@ -512,14 +519,19 @@ def _broadcast(x: UOp, width: int) -> UOp:
 
 
 def devectorize(
-    sink: UOp, max_lanes: MaxLanes, masked_load: Callable[[DType], bool] | None = None, fragment_lanes: int = 1
+    sink: UOp,
+    max_lanes: MaxLanes,
+    masked_load: Callable[[DType], bool] | None = None,
+    fragment_lanes: int = 1,
+    paired_gated_stores: bool = False,
 ) -> UOp:
     """`sink` with every vector at most as wide as `max_lanes` allows (see the module docstring); `masked_load(dt)`:
     whether the target reads a vector `dt` under a gate per lane (None: it does not); `fragment_lanes`: the most
-    lanes of a WMMA operand the target loads at once (`fragment`)."""
+    lanes of a WMMA operand the target loads at once (`fragment`); `paired_gated_stores`: whether a gated STORE's
+    neighbouring lanes become gated two-lane stores, and a STORE's runs go in the order of their vectors (`store`)."""
     if not any(u.dtype.count > 1 for u in sink.toposort()):
         return sink
-    dv = _Devectorizer(max_lanes, masked_load, fragment_lanes)
+    dv = _Devectorizer(max_lanes, masked_load, fragment_lanes, paired_gated_stores)
     for u in sink.toposort():
         dv.visit(u)
     return dv.chunks[sink][0]
