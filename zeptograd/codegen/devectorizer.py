@@ -383,7 +383,7 @@ class _Devectorizer:
         stretches = [[order[0]]]
         for k in order[1:]:
             prev = stretches[-1][-1]
-            # a STORE's run is one gated store: its lanes share their gate
+            # a gated STORE's run is one gated store: its lanes share their gate
             same_gate = op is Ops.LOAD or gates is None or gates[k] is gates[prev]
             if offsets[k] == offsets[prev] + 1 and same_gate:
                 stretches[-1].append(k)
@@ -416,8 +416,9 @@ class _Devectorizer:
             # pairs of neighbouring outputs: in address order its 12 interleaved vectors all lived at once, and gcc
             # spilled accumulators in the loop before it)
             if self.paired_gated_stores:
-                chunk_of = [i for i, c in enumerate(self.chunks[value]) for _ in range(c.dtype.count)]
-                runs.sort(key=lambda run: (sorted(chunk_of[k] for k in run), self._locate(value, run[0])[1]))
+                # each lane of the value as (its vector's position, its index in that vector)
+                where = [(i, j) for i, c in enumerate(self.chunks[value]) for j in range(c.dtype.count)]
+                runs.sort(key=lambda run: (sorted(where[k][0] for k in run), where[run[0]][1]))
             for run in runs:
                 target = ptr.index(addresses[run[0]], None if gates is None else gates[run[0]])
                 if len(run) == 1:

@@ -315,13 +315,7 @@ def _conv_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read], vector: int
         return None
     # the weight depends on one output axis (its channels), the input on the others (batch, rows, columns)
     weight = min(reads, key=lambda x: (sum(r in x.loops for r in outs), x.nbytes))
-    # contiguous along n, or within panels of one or two vectors of it (Tensor.conv2d's weight in panels)
-    strides = [
-        (address_stride(weight.address, r), *(block_stride(weight.address, r, b) for b in (2 * vector, vector)))
-        for r in outs
-    ]
-    contiguous = [1 in s for s in strides]
-    n = next((i for i, c in enumerate(contiguous) if c), None)
+    n = next((i for i, r in enumerate(outs) if _contiguous_in_panels(weight.address, r, vector)), None)
     if n is None or outs[n].src[0].arg % vector:
         return None
     rn = outs[n]
@@ -330,6 +324,14 @@ def _conv_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read], vector: int
         if m != n and rm not in weight.loops and any(rn not in x.loops and rm in x.loops for x in reads):
             return m, n
     return None
+
+
+def _contiguous_in_panels(address: UOp, r: UOp, vector: int) -> bool:
+    """Is `address` contiguous along loop `r`, or within panels of two vectors or one of it (Tensor.conv2d's weight
+    stored in panels)?"""
+    if address_stride(address, r) == 1:
+        return True
+    return any(block_stride(address, r, b) == 1 for b in (2 * vector, vector))
 
 
 def _dot_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read]) -> tuple[int, int] | None:
