@@ -36,13 +36,18 @@ def movement_uop(u: UOp, op: Ops, arg: Any) -> UOp:
     >>> movement_uop(c, Ops.RESHAPE, ()) is c, movement_uop(c, Ops.RESHAPE, (1, 1)).shape
     (True, (1, 1))
     """
-    if (op is Ops.RESHAPE or op is Ops.EXPAND) and arg == u.shape:
+    if (op is _RESHAPE or op is _EXPAND) and arg == u.shape:
         return u
-    if op is Ops.PERMUTE and arg == tuple(range(len(arg))):
+    if op is _PERMUTE and arg == tuple(range(len(arg))):
         return u
-    if op is Ops.SHRINK and all(b == 0 and e == n for (b, e), n in zip(arg, u.shape)):
+    if op is _SHRINK and all(b == 0 and e == n for (b, e), n in zip(arg, u.shape)):
         return u
     return UOp(op, u.dtype, (u,), arg)
+
+
+# module constants: on Python 3.11 `Ops.X` goes through EnumType.__getattr__ (0.1 us a lookup), and conv2d and
+# matmul build their graphs through movement_uop
+_RESHAPE, _EXPAND, _PERMUTE, _SHRINK = Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK
 
 
 def stored_as(u: UOp, order: tuple[int, ...], row_pad: int = 0) -> UOp:

@@ -338,7 +338,7 @@ def _arg_key(arg: Any) -> Any:
 # hash-consing: (op, dtype, ids of the sources, arg key) -> a weak reference to the live node. A plain dict of weak
 # references (not a WeakValueDictionary, whose get and set cost a few times more): building nodes is the hot path
 # of every tensor op
-_interned: dict[tuple, weakref.ref] = {}
+_interned: dict[tuple, _InternRef] = {}
 
 
 @functools.cache
@@ -349,13 +349,18 @@ def _compute_shape() -> Callable[[UOp], tuple[int, ...]]:
     return compute_shape
 
 
-def _forgetter(key: tuple) -> Callable[[weakref.ref], None]:
-    def forget(ref: weakref.ref) -> None:
-        # the entry may already hold a newer node built with the same key after this one died
-        if _interned.get(key) is ref:
-            del _interned[key]
+class _InternRef(weakref.ref):
+    """The weak reference `_interned` holds to a node, with the node's key: one callback serves every node (a
+    closure a node cost twice as much to make and to run)."""
 
-    return forget
+    __slots__ = ("key",)
+    key: tuple
+
+
+def _forget(ref: _InternRef) -> None:
+    # the entry may already hold a newer node built with the same key after this one died
+    if _interned.get(ref.key) is ref:
+        del _interned[ref.key]
 
 
 class UOp(MathMixin):
@@ -366,13 +371,14 @@ class UOp(MathMixin):
     True
     """
 
-    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_okey", "_shape", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "_local", "_vrange", "_okey", "_shape", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
     arg: Any
     _vrange: tuple[Any, Any] | None
     _okey: tuple | None
+    _local: tuple  # (id(op), dtype, the arg as hash-consing sees it): the node's own part of its key
     _shape: tuple[int, ...] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
@@ -383,7 +389,15 @@ class UOp(MathMixin):
                 raise TypeError(f"UOp({op!r}): src must be a tuple of UOps, got {type(src).__name__}")
             src = tuple(src)
         # id(op): an Enum member hashes by a Python-level __hash__ (hash of its name), 0.2 us per node built
-        key = (id(op), dtype, tuple(map(id, src)), _arg_key(arg))
+        t = type(arg)
+        if t is float:
+            akey: Any = (t, arg, math.copysign(1.0, arg))
+        elif t is int or t is bool:
+            akey = (t, arg)
+        else:
+            akey = arg  # `_arg_key`, inlined: this is the path every node is built on
+        local = (id(op), dtype, akey)
+        key = (local, tuple(map(id, src)))
         try:
             ref = _interned.get(key)
         except TypeError:
@@ -399,19 +413,22 @@ class UOp(MathMixin):
         if (arity := ARITY.get(op)) is not None and len(src) != arity:
             raise ValueError(f"UOp({op!r}) takes {arity} source(s), got {len(src)}")
         ret = object.__new__(cls)
-        setter = object.__setattr__
-        setter(ret, "op", op)
-        setter(ret, "dtype", dtype)
-        setter(ret, "src", src)
-        setter(ret, "arg", arg)
-        setter(ret, "_vrange", None)
-        setter(ret, "_okey", None)
-        setter(ret, "_shape", None)
+        # the slots' own setters (UOp.__setattr__ refuses): 0.3 us a node less than object.__setattr__
+        _set_op(ret, op)
+        _set_dtype(ret, dtype)
+        _set_src(ret, src)
+        _set_arg(ret, arg)
+        _set_local(ret, local)
+        _set_vrange(ret, None)
+        _set_okey(ret, None)
+        _set_shape(ret, None)
         if SPEC.value:
             from zeptograd.uop.spec import check_on_build
 
             check_on_build(ret)
-        _interned[key] = weakref.ref(ret, _forgetter(key))
+        ref = _InternRef(ret, _forget)
+        ref.key = key
+        _interned[key] = ref
         return ret
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -642,15 +659,21 @@ class UOp(MathMixin):
         >>> buf.shape, UOp(Ops.RESHAPE, dtypes.float32, (buf,), (2, 3)).shape
         ((6,), (2, 3))
         """
-        if self._shape is None:
-            compute_shape = _compute_shape()
-            if all(s._shape is not None for s in self.src):
-                object.__setattr__(self, "_shape", compute_shape(self))  # the common case: no walk needed
-            else:
-                for node in self.toposort(gate=lambda n: n._shape is None):
-                    object.__setattr__(node, "_shape", compute_shape(node))
-        assert self._shape is not None
-        return self._shape
+        if (shape := self._shape) is not None:
+            return shape
+        compute_shape = _compute_shape()
+        for s in self.src:
+            if s._shape is None:
+                # a source built without its shape (a node made with UOp(...), then viewed): one level needs no walk
+                if any(t._shape is None for t in s.src):
+                    for node in self.toposort(gate=lambda n: n._shape is None):
+                        _set_shape(node, compute_shape(node))
+                    assert self._shape is not None
+                    return self._shape
+                _set_shape(s, compute_shape(s))
+        shape = compute_shape(self)
+        _set_shape(self, shape)
+        return shape
 
     # *** an order for canonical forms ***
 
@@ -690,6 +713,11 @@ class UOp(MathMixin):
         from zeptograd.uop.render import render_expr
 
         return render_expr(self)
+
+
+_set_op, _set_dtype, _set_src, _set_arg, _set_local, _set_vrange, _set_okey, _set_shape = (
+    UOp.__dict__[name].__set__ for name in ("op", "dtype", "src", "arg", "_local", "_vrange", "_okey", "_shape")
+)
 
 
 def is_zero(u: UOp) -> bool:
