@@ -265,7 +265,7 @@ def test_channels_last_weight_stored_in_panels(cout):
 
     wn = _randn((cout, 16, 3, 3), 27)
     w = Tensor(wn, device="CPU")
-    view = _channels_last_weight(w.uop, 2)
+    view = _channels_last_weight(w.uop, 2, (cout, 16, 3, 3))
     (stored,) = [u for u in view.toposort() if u.op is Ops.CONTIGUOUS]
     panels = wn.reshape(cout // PANEL, PANEL, 16, 3, 3).transpose(0, 3, 4, 2, 1)
     np.testing.assert_array_equal(Tensor._from_uop(stored, "CPU").numpy(), panels)

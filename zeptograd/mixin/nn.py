@@ -131,17 +131,18 @@ def _odd_lines_pad(row: int, itemsize: int) -> int:
     return per_line if row * itemsize % (2 * CACHE_LINE) == 0 else 0
 
 
-def _channels_last_weight(w: UOp, n: int) -> UOp:
-    """A convolution's weight (Cout, Cin, *k) read from a channels-last copy, contiguous along Cout: where Cout divides
-    into PANELs, stored as Cout / PANEL panels (*k, Cin, PANEL), each a contiguous block the kernel's tile (two vectors
-    of output channels by output positions) walks straight through, as matmul's B panels; else stored as
-    (*k, Cin, Cout), its rows an odd number of cache lines apart."""
+def _channels_last_weight(w: UOp, n: int, shape: tuple[int, ...]) -> UOp:
+    """A convolution's weight (Cout, Cin, *k) read from a channels-last copy, contiguous along Cout, seen in `shape`
+    (the same elements): where Cout divides into PANELs, stored as Cout / PANEL panels (*k, Cin, PANEL), each a
+    contiguous block the kernel's tile (two vectors of output channels by output positions) walks straight through,
+    as matmul's B panels; else stored as (*k, Cin, Cout), its rows an odd number of cache lines apart."""
     cout, cin, kernel = w.shape[0], w.shape[1], w.shape[2:]
     if cout % PANEL or cout == PANEL:
-        return stored_as(w, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, w.dtype.itemsize))
+        stored = stored_as(w, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, w.dtype.itemsize))
+        return movement_uop(stored, Ops.RESHAPE, shape)
     split = movement_uop(w, Ops.RESHAPE, (cout // PANEL, PANEL, cin, *kernel))
     panels = stored_as(split, (0, *range(3, 3 + n), 2, 1))
-    return movement_uop(panels, Ops.RESHAPE, w.shape)
+    return movement_uop(panels, Ops.RESHAPE, shape)  # one reshape from the panels' view to the kernel's
 
 
 # a large dense convolution with this many channels makes a channels-last copy of its weight (*k, Cin, Cout): then
@@ -548,14 +549,13 @@ class NNMixin:
         # the graph is built as UOps, with no tensor op (and its checks) between them: the conv2d of bench/ops.py
         # took 0.6 ms of Python as tensor ops (and 90 us for its input's pad alone)
         x = _padded_input(self, pads)
-        wu, last = weight.uop, _copies_channels_last(x, self.device, groups, cin, cout)
-        if last:
-            wu = _channels_last_weight(wu, n)
+        last = _copies_channels_last(x, self.device, groups, cin, cout)
+        # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
+        wshape = (1, groups, cout // groups, cin_g, *(1,) * n, *kernel)
+        wu = _channels_last_weight(weight.uop, n, wshape) if last else movement_uop(weight.uop, Ops.RESHAPE, wshape)
         u = _input_windows(x, self.device, pads, kernel, stride, dilation, last)  # (N, Cin, *out, *kernel)
         out = u.shape[2 : 2 + n]
-        # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
         u = movement_uop(u, Ops.RESHAPE, (bs, groups, 1, cin_g, *out, *kernel))
-        wu = movement_uop(wu, Ops.RESHAPE, (1, groups, cout // groups, cin_g, *(1,) * n, *kernel))
         axes = (3, *range(4 + n, 4 + 2 * n))
         dt = self.dtype
         if (
