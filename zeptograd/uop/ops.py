@@ -324,20 +324,9 @@ sint: TypeAlias = "int | UOp"
 """A size or index that is either known (`int`) or symbolic (`UOp`)."""
 
 
-def _arg_key(arg: Any) -> Any:
-    """The arg as part of the hash-consing key: 1, 1.0 and True are equal in Python, and so are 0.0 and
-    -0.0, but as args they are different constants."""
-    t = type(arg)
-    if t is float:
-        return (t, arg, math.copysign(1.0, arg))
-    if t is int or t is bool:
-        return (t, arg)
-    return arg
-
-
-# hash-consing: (op, dtype, ids of the sources, arg key) -> a weak reference to the live node. A plain dict of weak
-# references (not a WeakValueDictionary, whose get and set cost a few times more): building nodes is the hot path
-# of every tensor op
+# hash-consing: ((id(op), dtype, arg key), ids of the sources) -> a weak reference to the live node. A plain dict of
+# weak references (not a WeakValueDictionary, whose get and set cost a few times more): building nodes is the hot
+# path of every tensor op
 _interned: dict[tuple, _InternRef] = {}
 
 
@@ -388,15 +377,16 @@ class UOp(MathMixin):
             if not isinstance(src, (list, tuple)):
                 raise TypeError(f"UOp({op!r}): src must be a tuple of UOps, got {type(src).__name__}")
             src = tuple(src)
-        # id(op): an Enum member hashes by a Python-level __hash__ (hash of its name), 0.2 us per node built
+        # the arg as part of the key: 1, 1.0 and True are equal in Python, and so are 0.0 and -0.0, but as args they
+        # are different constants
         t = type(arg)
         if t is float:
             akey: Any = (t, arg, math.copysign(1.0, arg))
         elif t is int or t is bool:
             akey = (t, arg)
         else:
-            akey = arg  # `_arg_key`, inlined: this is the path every node is built on
-        local = (id(op), dtype, akey)
+            akey = arg
+        local = (id(op), dtype, akey)  # the node's own part of its key (UOp._local; the schedule cache keys by it)
         key = (local, tuple(map(id, src)))
         try:
             ref = _interned.get(key)
