@@ -139,10 +139,10 @@ def _channels_last_weight(w: UOp, n: int, shape: tuple[int, ...]) -> UOp:
     cout, cin, kernel = w.shape[0], w.shape[1], w.shape[2:]
     if cout % PANEL or cout == PANEL:
         stored = stored_as(w, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, w.dtype.itemsize))
-        return movement_uop(stored, Ops.RESHAPE, shape)
-    split = movement_uop(w, Ops.RESHAPE, (cout // PANEL, PANEL, cin, *kernel))
-    panels = stored_as(split, (0, *range(3, 3 + n), 2, 1))
-    return movement_uop(panels, Ops.RESHAPE, shape)  # one reshape from the panels' view to the kernel's
+    else:
+        split = movement_uop(w, Ops.RESHAPE, (cout // PANEL, PANEL, cin, *kernel))
+        stored = stored_as(split, (0, *range(3, 3 + n), 2, 1))
+    return movement_uop(stored, Ops.RESHAPE, shape)  # one reshape from the stored view to the one the kernel reads
 
 
 # a large dense convolution with this many channels makes a channels-last copy of its weight (*k, Cin, Cout): then
@@ -160,7 +160,7 @@ def _padded_input(x: Tensor, pads: Sequence[tuple[int, int]]) -> UOp:
         return x.pad(((0, 0), (0, 0), *pads)).uop
     if all(p == (0, 0) for p in pads):
         return x.uop
-    return UOp(Ops.PAD, x.dtype, (x.uop,), ((0, 0), (0, 0), *(tuple(p) for p in pads)))
+    return movement_uop(x.uop, Ops.PAD, ((0, 0), (0, 0), *(tuple(p) for p in pads)))
 
 
 def _materialize_padding(x: UOp, device: str) -> bool:

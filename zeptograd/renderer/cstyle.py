@@ -225,10 +225,15 @@ class CRenderer:
     # floats this renderer's device stores but cannot compute in: kept as bits, computed in float32 and rounded
     # per op (codegen/narrowfloat.py); a dialect sets it (OpenCL without cl_khr_fp16: float16)
     emulated_floats: frozenset[DType] = frozenset()
-    # a gated STORE's neighbouring lanes become gated two-lane stores, taken from their vectors pair after pair
-    # (`devectorize`): gcc keeps a convolution tile's accumulators in registers that way; LLVM, given the same
-    # order, spilled one in the loop (bench/ops.py's layer 13.7 -> 17.7 ms), and a GPU's stores are a lane a thread
-    paired_gated_stores = True
+    has_local = False  # the C device runs a kernel as a loop nest a core: no work-groups (its GPU dialects have them)
+
+    @property
+    def paired_gated_stores(self) -> bool:
+        """Do a gated STORE's neighbouring lanes become gated two-lane stores, taken from their vectors pair after
+        pair (`devectorize`)? The C device's: gcc keeps a convolution tile's accumulators in registers that way.
+        Not a GPU dialect's (its stores are a lane a thread), nor LLVM's (given the same order it spilled an
+        accumulator in the loop: bench/ops.py's layer 13.7 -> 17.7 ms)."""
+        return not self.has_local
 
     def max_lanes(self, op: Ops, dt: DType) -> int:
         """How many lanes of `dt` the C code does `op` on at once (1: lane by lane)."""

@@ -265,7 +265,6 @@ class CUDARenderer(CRenderer):
     """Renders a linear program as a CUDA C kernel (see the module docstring)."""
 
     device = "CUDA"
-    paired_gated_stores = False
     has_local = True  # launched over blocks of threads: codegen/gpudims.py makes the launch indices
     max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
     local_size = 256  # threads a block the heuristic aims for: 8 warps, several blocks resident on each SM

@@ -75,7 +75,6 @@ class OpenCLRenderer(CRenderer):
     """Renders a linear program as an OpenCL C kernel for a device with the OpenCL `extensions` given."""
 
     device = "CL"
-    paired_gated_stores = False
     has_local = True
     runs_on_cpu = False  # the device sets it: a CPU driver (PoCL) gets the CPU's layouts
     # work-items of a work-group at most: OpenCL guarantees at least 256 on a GPU; PoCL's CPU device takes 4096
