@@ -99,6 +99,22 @@ def test_the_same_buffer_twice_is_not_two_buffers():
     np.testing.assert_array_equal((c * a + c).numpy(), b_np * a_np + b_np)
 
 
+def test_one_node_read_twice_is_not_two_equal_nodes():
+    """(a - b) * (b - a) multiplies two SUB nodes; (a - b) * (a - b) multiplies one SUB node by itself. Their ops,
+    dtypes and leaves' shapes are the same: the key tells them apart by the positions of each node's sources, so the
+    second misses the cache instead of replaying the first's schedule."""
+    rng = np.random.default_rng(3)
+    a_np, b_np = rng.standard_normal(7, dtype=np.float32), rng.standard_normal(7, dtype=np.float32)
+    a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+    np.testing.assert_array_equal(((a - b) * (b - a)).numpy(), (a_np - b_np) * (b_np - a_np))
+    c_np, d_np = rng.standard_normal(7, dtype=np.float32), rng.standard_normal(7, dtype=np.float32)
+    c, d = Tensor(c_np).realize(), Tensor(d_np).realize()
+    out = (c - d) * (c - d)
+    hits, misses = _hits_and_misses(out.realize)
+    assert (hits, misses) == (0, 1)
+    np.testing.assert_array_equal(out.numpy(), (c_np - d_np) * (c_np - d_np))
+
+
 def test_assigning_a_transpose_of_another_buffer_then_of_itself():
     # t.assign(u.T) writes in place; t.assign(t.T) reads t where it writes and needs a scratch buffer first: a
     # cache that took the second for the first would clobber values it has yet to read
