@@ -29,7 +29,8 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
 6. unary   exp, sin and tanh (one row each) over 2^22 elements; inputs standard normal (exp), times 3 (sin),
            times 2 (tanh).
 7. overhead per-op overhead: `x = (x + 1).realize()` on a (4,) tensor, many steps in a row; the time is per
-           op (numpy and torch: `x = x + 1`).
+           op (numpy and torch: `x = x + 1`). A second row runs the same steps while 1000 other realized
+           tensors are alive (as a model's parameters and optimizer state are).
 8. setitem a write through a view, `x[1::2, ::3] += 1`, in place on a realized 4096x4096 matrix (one element
            in six). zeptograd's STORE rewrites the whole buffer (`hit.where(placed, x)`), numpy and torch only the
            view's elements.
@@ -455,6 +456,19 @@ def bench_overhead(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     check_zg(row, final["zeptograd"], np.full(4, steps, dtype=np.float32), rtol=0.0, atol=0.0)
     row.notes.append("times are per op")
     yield row
+
+    # the same steps while a program holds many other tensors (a model's parameters and optimizer state): a
+    # realize must not cost more for each tensor alive
+    held_n = 1000
+    held = Row(f"overhead beside {held_n} live tensors")
+    zg_held = [Tensor(np.zeros(4, dtype=np.float32)).realize() for _ in range(held_n)]
+    np_held = [np.zeros(4, dtype=np.float32) for _ in range(held_n)]
+    torch_held = [torch.zeros(4) for _ in range(held_n)] if torch is not None else []
+    final = run_row(held, fns, cfg)
+    held.times = {lib: (t / steps if t is not None else None) for lib, t in held.times.items()}
+    check_zg(held, final["zeptograd"], np.full(4, steps, dtype=np.float32), rtol=0.0, atol=0.0)
+    held.notes.append(f"times are per op; {len(zg_held) + len(np_held) + len(torch_held)} tensors held in all")
+    yield held
 
 
 def bench_setitem(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, result_type
 from zeptograd.engine import realize as engine
-from zeptograd.engine.realize import live_tensors, realize
+from zeptograd.engine.realize import lazy_tensors, live_tensors, realize
 from zeptograd.gradient import compute_gradient
 from zeptograd.helpers import TRAINING, ArgumentError, JitError
 from zeptograd.mixin.args import Scalar, axis_arg, shape_arg, tensor_dtype
@@ -340,6 +340,8 @@ class Tensor(
         self._mops: tuple[_Mop, ...] = ()
         self._views: weakref.WeakSet[Tensor] | None = None
         live_tensors.add(self)
+        if buffer_of(uop) is None:
+            lazy_tensors.add(self)
         if rounded:  # data rounded to bfloat16 or fp8: a tensor made from data is a buffer
             self.realize()
 
@@ -418,6 +420,8 @@ class Tensor(
         t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
         t._base, t._mops, t._views = None, (), None
         live_tensors.add(t)
+        if buffer_of(uop) is None:
+            lazy_tensors.add(t)
         return t
 
     def _new(self, uop: UOp) -> Tensor:
@@ -630,8 +634,10 @@ class Tensor(
         target = buffer_of(self.uop)
         assert target is not None
         self.uop = target.store(x.uop)
+        lazy_tensors.add(self)
         for v in list(self._views or ()):
             v.uop = _apply_movement(self.uop, v._mops)
+            lazy_tensors.add(v)
         return self
 
     def _write_through(self, mops: tuple[_Mop, ...], x: Tensor) -> None:

@@ -1,0 +1,90 @@
+"""What a realize updates besides its own tensors: every live tensor whose graph read a node it computed reads the
+node's buffer afterwards. A realize visits only the tensors that may still be lazy (`engine.realize.lazy_tensors`),
+so the registry must hold every tensor whose graph is not a buffer: these tests check that invariant through the
+ways a tensor's graph changes (ops, views, assignment, writes through views, stale-read snapshots, TinyJit), and
+the values against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zeptograd import Tensor, TinyJit
+from zeptograd.engine.realize import lazy_tensors, live_tensors
+from zeptograd.schedule.kernelize import buffer_of
+from zeptograd.uop.ops import Ops
+
+
+def _registered(t: Tensor) -> bool:
+    return any(u is t for u in lazy_tensors.tensors())
+
+
+def assert_every_lazy_tensor_registered() -> None:
+    lazy = {id(t) for t in lazy_tensors.tensors()}
+    missing = [t for t in list(live_tensors) if buffer_of(t.uop) is None and id(t) not in lazy]
+    assert not missing, f"{len(missing)} lazy tensors are not in lazy_tensors: {[t.uop.op for t in missing][:5]}"
+
+
+def test_realized_tensors_leave_the_registry_and_data_never_enters_it() -> None:
+    data = [Tensor(np.full(3, i, np.float32)) for i in range(50)]
+    assert not any(_registered(t) for t in data)
+    y = data[0] + 1
+    assert _registered(y)
+    y.realize()
+    assert not _registered(y)
+    np.testing.assert_array_equal(y.numpy(), np.full(3, 1, np.float32))
+    assert_every_lazy_tensor_registered()
+
+
+def test_lazy_reader_of_a_realized_node_reads_its_buffer_beside_many_realized_tensors() -> None:
+    rng = np.random.default_rng(0)
+    held = [Tensor(rng.standard_normal(4).astype(np.float32)).realize() for _ in range(300)]
+    xn = rng.standard_normal(8).astype(np.float32)
+    x = Tensor(xn)
+    y = x * 2
+    z = y + 1  # lazy, built from y's lazy graph
+    y.realize()
+    y_buffer = buffer_of(y.uop)
+    assert y_buffer is not None
+    graph = z.uop.toposort()
+    assert any(u is y_buffer for u in graph), "z still recomputes y instead of reading its buffer"
+    assert not any(u.op is Ops.MUL for u in graph)
+    np.testing.assert_array_equal(z.numpy(), xn * 2 + 1)
+    assert len(held) == 300
+
+
+def test_registry_holds_every_lazy_tensor_through_views_and_assignments() -> None:
+    an = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = Tensor(an.copy()).realize()
+    view = a[1:3]  # a view of a: a write to a refreshes it
+    reader = a * 10  # a lazy reader of a's old contents
+    assert_every_lazy_tensor_registered()
+    a.assign(a + 1)  # a's graph becomes a STORE: lazy again
+    assert _registered(a)
+    assert_every_lazy_tensor_registered()
+    view[0, 1:3] = Tensor(np.array([100.0, 200.0], np.float32))  # a write through a view: one STORE of a
+    assert_every_lazy_tensor_registered()
+    a.realize()
+    assert_every_lazy_tensor_registered()
+    want = an + 1
+    want[1, 1:3] = [100.0, 200.0]
+    np.testing.assert_array_equal(a.numpy(), want)
+    np.testing.assert_array_equal(view.numpy(), want[1:3])
+    np.testing.assert_array_equal(reader.numpy(), an * 10)  # it read a before the assignments
+    assert_every_lazy_tensor_registered()
+
+
+def test_registry_through_tinyjit_replays() -> None:
+    w = Tensor(np.ones(4, np.float32)).realize()
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        w.assign(w * 2)
+        return (x + w).sum()
+
+    for i in range(4):
+        out = step(Tensor(np.full(4, i, np.float32)).realize())
+        assert_every_lazy_tensor_registered()
+        np.testing.assert_allclose(out.numpy(), 4 * i + 4 * 2.0 ** (i + 1))
+    later = w + 1  # built after the replays: lazy, registered
+    assert _registered(later)
+    np.testing.assert_array_equal(later.numpy(), np.full(4, 2.0**4 + 1, np.float32))
