@@ -1,10 +1,12 @@
 """What a realize updates besides its own tensors: every live tensor whose graph read a node it computed reads the
 node's buffer afterwards. A realize visits only the tensors that may still be lazy (`engine.realize.lazy_tensors`),
 so the registry must hold every tensor whose graph is not a buffer: these tests check that invariant through the
-ways a tensor's graph changes (ops, views, assignment, writes through views, stale-read snapshots, TinyJit), and
-the values against numpy."""
+ways a tensor's graph changes (ops, views, shallow copies, assignment, writes through views, stale-read snapshots,
+TinyJit), and the values against numpy."""
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
@@ -60,6 +62,7 @@ def test_registry_holds_every_lazy_tensor_through_views_and_assignments() -> Non
     assert_every_lazy_tensor_registered()
     a.assign(a + 1)  # a's graph becomes a STORE: lazy again
     assert _registered(a)
+    shallow = copy.copy(a)  # another tensor of the same pending STORE
     assert_every_lazy_tensor_registered()
     view[0, 1:3] = Tensor(np.array([100.0, 200.0], np.float32))  # a write through a view: one STORE of a
     assert_every_lazy_tensor_registered()
@@ -68,6 +71,7 @@ def test_registry_holds_every_lazy_tensor_through_views_and_assignments() -> Non
     want = an + 1
     want[1, 1:3] = [100.0, 200.0]
     np.testing.assert_array_equal(a.numpy(), want)
+    np.testing.assert_array_equal(shallow.numpy(), want)  # it shares a's memory, and the STORE ran once
     np.testing.assert_array_equal(view.numpy(), want[1:3])
     np.testing.assert_array_equal(reader.numpy(), an * 10)  # it read a before the assignments
     assert_every_lazy_tensor_registered()

@@ -322,6 +322,53 @@ def test_clone_keeps_the_gradient_and_deepcopy_copies():
     assert d.tolist() == [2.0, 3.0] and c.tolist() == [1.0, 2.0]  # copies of their own
 
 
+def test_shallow_copy_shares_memory_as_torch():
+    # copy.copy bypassed __init__: the copy of a tensor with a pending assignment was never updated by the realize
+    # that ran the assignment, and reading it failed inside realize (an AssertionError)
+    import copy
+
+    w, tw = Tensor([1.0, 2.0]).realize(), torch.tensor([1.0, 2.0])
+    w.assign(w + 1)
+    tw.add_(1)
+    c, tc = copy.copy(w), copy.copy(tw)
+    w.realize()
+    assert c.tolist() == tc.tolist() and w.tolist() == tw.tolist()  # the assignment ran once
+    v, tv = w[1:], tw[1:]
+    cv, tcv = copy.copy(v), copy.copy(tv)
+    w.assign(w * 10)
+    tw.mul_(10)
+    assert cv.tolist() == tcv.tolist()  # a copy of a view is a view of the same base
+    cv.assign(Tensor([7.0]))
+    tcv.copy_(torch.tensor([7.0]))
+    assert w.tolist() == tw.tolist() and v.tolist() == tv.tolist() and c.tolist() == tc.tolist()
+    p, tp = Tensor([1.0], requires_grad=True), torch.tensor([1.0], requires_grad=True)
+    (p * 2).sum().backward()
+    (tp * 2).sum().backward()
+    cp, tcp = copy.copy(p), copy.copy(tp)
+    assert cp.requires_grad == tcp.requires_grad and (cp.grad is None) == (tcp.grad is None)
+
+
+def test_pickle_is_a_copy_of_the_values_as_torch():
+    # a tensor pickled its graph, which names this process's buffers: a pending assignment ran again on unpickling
+    # (into the original's memory), and in another process the buffers do not exist
+    import pickle
+
+    w, tw = Tensor([1.0, 2.0]).realize(), torch.tensor([1.0, 2.0])
+    w.assign(w + 1)
+    tw.add_(1)
+    u, tu = pickle.loads(pickle.dumps(w)), pickle.loads(pickle.dumps(tw))
+    assert u.tolist() == tu.tolist() and w.tolist() == tw.tolist()  # the assignment ran once
+    u.assign(u * 0).realize()
+    tu.mul_(0)
+    assert w.tolist() == tw.tolist() and u.tolist() == tu.tolist()  # memory of its own
+    lazy = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).T * 2
+    got = pickle.loads(pickle.dumps(lazy))
+    np.testing.assert_array_equal(got.numpy(), np.arange(6, dtype=np.float32).reshape(2, 3).T * 2)
+    b = pickle.loads(pickle.dumps(Tensor([1.5, -2.25], dtype="bfloat16", requires_grad=True)))
+    tb = pickle.loads(pickle.dumps(torch.tensor([1.5, -2.25], dtype=torch.bfloat16, requires_grad=True)))
+    assert b.dtype is dtypes.bfloat16 and b.tolist() == tb.tolist() and b.requires_grad == tb.requires_grad
+
+
 def test_gradients_accumulate_across_backward_calls():
     torch = pytest.importorskip("torch")
     x = Tensor([1.0, 2.0])

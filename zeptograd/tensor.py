@@ -108,6 +108,11 @@ def _promote(operands: Sequence[Any]) -> DType:
     return result_type(dt, *scalars)
 
 
+def _unpickled(data: np.ndarray, dtype: str, device: str, requires_grad: bool | None) -> Tensor:
+    """A tensor from what `Tensor.__reduce__` pickled."""
+    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 # one movement op of a view: (op, arg, shape of its input)
 _Mop = tuple[Ops, Any, tuple[int, ...]]
 
@@ -583,6 +588,38 @@ class Tensor(
         if self.grad is not None:  # tinygrad's clone keeps the gradient (a copy of it)
             out.grad = self.grad.clone()
         return out
+
+    def __copy__(self) -> Tensor:
+        """`copy.copy(t)`: a second tensor of t's value that shares t's memory, as torch's shallow copy does (a view
+        of t, or of t's base when t is a view: a write to either reaches both). `requires_grad` is kept, `.grad` is
+        not (torch's).
+
+        >>> import copy
+        >>> t = Tensor([1.0, 2.0]).realize()
+        >>> c = copy.copy(t)
+        >>> _ = t.assign(Tensor([3.0, 4.0]))
+        >>> c.tolist()
+        [3.0, 4.0]
+        """
+        out = Tensor._from_uop(self.uop, self.device)
+        out.requires_grad = self.requires_grad
+        base = self if self._base is None else self._base
+        out._base, out._mops = base, self._mops
+        if base._views is None:
+            base._views = weakref.WeakSet()
+        base._views.add(out)
+        return out
+
+    def __reduce__(self) -> tuple:
+        """pickle: a tensor pickles as its values (realized now), dtype, device and requires_grad, as torch's does: the
+        unpickled tensor has memory of its own. (A graph names this process's buffers, which another process, or
+        this one later, does not have.)
+
+        >>> import pickle
+        >>> pickle.loads(pickle.dumps(Tensor([1.0, 2.0]) + 1)).tolist()
+        [2.0, 3.0]
+        """
+        return (_unpickled, (self.numpy(), self.dtype.name, self.device, self.requires_grad))
 
     def __deepcopy__(self, memo: dict) -> Tensor:
         """`copy.deepcopy(t)`: a realized copy in a buffer of its own, with a copy of `.grad`, as torch's."""

@@ -419,6 +419,9 @@ def realize(tensors: Iterable[Lazy]) -> None:
             print(f"*** memory planner: intermediates share memory, {saved / (1 << 20):.2f} MiB saved")
     run_schedule(items)
     cache: dict[UOp, UOp] = {}
+    for t in pending:  # the realized tensors themselves, whether or not a registry holds them (one may come twice)
+        if (v := views.get(t.uop)) is not None:
+            t.uop = v
     for t in lazy_tensors.tensors():
         u = t.uop
         if (v := views.get(u)) is not None:
