@@ -431,14 +431,17 @@ class Tensor(
 
     def _new(self, uop: UOp) -> Tensor:
         out = Tensor._from_uop(uop, self.device)
-        mops = _movement_chain(uop, self.uop)
-        if mops:
-            base = self if self._base is None else self._base
-            out._base, out._mops = base, self._mops + mops
-            if base._views is None:
-                base._views = weakref.WeakSet()
-            base._views.add(out)
+        if mops := _movement_chain(uop, self.uop):
+            self._viewed_by(out, mops)
         return out
+
+    def _viewed_by(self, out: Tensor, mops: tuple[_Mop, ...]) -> None:
+        """Make `out` the view `mops` of this tensor: of its base, which refreshes its views after a write."""
+        base = self if self._base is None else self._base
+        out._base, out._mops = base, self._mops + mops
+        if base._views is None:
+            base._views = weakref.WeakSet()
+        base._views.add(out)
 
     def _not_a_view(self) -> Tensor:
         """This value as a tensor of its own, for ops that copy in PyTorch (pad, repeat, roll): writing to the
@@ -603,11 +606,7 @@ class Tensor(
         """
         out = Tensor._from_uop(self.uop, self.device)
         out.requires_grad = self.requires_grad
-        base = self if self._base is None else self._base
-        out._base, out._mops = base, self._mops
-        if base._views is None:
-            base._views = weakref.WeakSet()
-        base._views.add(out)
+        self._viewed_by(out, ())
         return out
 
     def __reduce__(self) -> tuple:

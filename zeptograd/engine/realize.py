@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, Protocol
 
 from zeptograd.codegen import ProgramSpec, get_program
@@ -219,26 +219,23 @@ def _snapshot_stale_reads(pending: list[Any]) -> bool:
         if (b := buffer_of(t.uop)) is not None:
             # a realized tensor reads its buffer and nothing else: no walk (a program holds many of these, and an
             # optimizer's step assigns at every step)
-            if b in targets:
-                if t.uop not in redirected:
-                    redirected[t.uop] = t.uop.substitute({b: old_of(b)})
-                t.uop = redirected[t.uop]
-                changed = True
-            continue
-        graph = t.uop.toposort()
-        mentioned = {u for u in graph if u.op is Ops.BUFFER} & targets
+            mentioned: Collection[UOp] = (b,) if b in targets else ()
+        else:
+            graph = t.uop.toposort()
+            mentioned = {u for u in graph if u.op is Ops.BUFFER} & targets
+            if mentioned and any(u.op is Ops.STORE for u in graph):
+                assigning.append(t)
+                mentions[t.uop] = mentioned
+                continue
         if not mentioned:
-            continue
-        if any(u.op is Ops.STORE for u in graph):
-            assigning.append(t)
-            mentions[t.uop] = mentioned
             continue
         # no assignment in the graph: every mention of an assigned buffer is a read of its old contents (the walk
         # above is the only one this tensor costs: a loss that reads every parameter an optimizer updates)
         if t.uop not in redirected:
             redirected[t.uop] = t.uop.substitute({b: old_of(b) for b in mentioned})
         t.uop = redirected[t.uop]
-        lazy_tensors.add(t)
+        if b is None:  # a realized tensor stays one (a view of the copy)
+            lazy_tensors.add(t)
         changed = True
     # a graph that assigns: its reads of b through the assignments that run before the STORE to b (the STORE's own
     # value) read what those leave, so only the others are pointed at the copy
