@@ -32,8 +32,8 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
            op (numpy and torch: `x = x + 1`). A second row runs the same steps while 1000 other realized
            tensors are alive (as a model's parameters and optimizer state are).
 8. setitem a write through a view, `x[1::2, ::3] += 1`, in place on a realized 4096x4096 matrix (one element
-           in six). zeptograd's STORE rewrites the whole buffer (`hit.where(placed, x)`), numpy and torch only the
-           view's elements.
+           in six). All three libraries touch only the view's elements (zeptograd: one kernel over the view,
+           storing through its index arithmetic).
 9. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
            expression each trial): build, schedule, generate code, compile and run. The notes give the time of
            the same expression's second call (cache hit), so cold - warm is about the compile cost. zeptograd

@@ -11,12 +11,16 @@ of random programs and compares every read with numpy.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from zeptograd import Tensor, dtypes
 from zeptograd.helpers import ArgumentError
+from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.uop.ops import Ops
 
 DEVICES = ["CPU", "PYTHON"]
 
@@ -351,6 +355,67 @@ def test_view_assign_checks_the_value(device: str):
     with pytest.raises(TypeError, match="dtype"):
         t.T.assign(Tensor(grid(4, 3).astype(np.int32), device=device))
     same(t, grid(3, 4))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a write through a view is one kernel over the view's elements, not over the whole base (kernelize.written_view)
+
+
+def visits(t: Tensor) -> list[int]:
+    """For each kernel of the schedule that would realize t (built, not run): how many elements its loops visit."""
+    items, _ = create_schedule([t.uop], [t.device])
+    return [math.prod(u.src[0].arg for u in i.ast.toposort() if u.op is Ops.RANGE) for i in items if i.ast is not None]
+
+
+VIEW_WRITES = {
+    # name: (the write on a tensor or a numpy array of grid(12, 12), the view's number of elements)
+    "strided slice +=": (lambda a: a[1::2, ::3].__iadd__(1), 6 * 4),
+    "row": (lambda a: a.__setitem__(3, 7), 12),
+    "element": (lambda a: a.__setitem__((3, 5), 7), 1),
+    "transposed, flipped, strided": (lambda a: a.T[2:5, ::-2].__setitem__(slice(None), -1), 3 * 6),
+    "reshaped row": (lambda a: a.reshape(4, 36)[1, 10:20].__imul__(-2), 10),
+    "negative step *=": (lambda a: a[::-3, 2:9:4].__imul__(3), 4 * 2),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", VIEW_WRITES)
+def test_a_write_through_a_view_visits_the_view_only(device: str, name: str):
+    write, size = VIEW_WRITES[name]
+    a, t = grid(12, 12), Tensor(grid(12, 12), device=device).realize()
+    write(a)
+    write(t)
+    assert visits(t) == [size]
+    same(t, a)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_view_written_from_elsewhere_in_its_base_copies_the_view_aside(device: str):
+    # the value reads elements the write changes: it is computed into a buffer of the view's size first
+    a, t = grid(12, 12), Tensor(grid(12, 12), device=device).realize()
+    a[1:] = a[:-1].copy()
+    t[1:] = t[:-1]
+    assert visits(t) == [11 * 12, 11 * 12]
+    same(t, a)
+    a[::2] += a[1::2] * a[::-2]
+    t[::2] += t[1::2] * t[::-2]
+    same(t, a)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_where_that_keeps_the_base_outside_a_view_writes_the_view_only(device: str):
+    # the rule looks at the value, not at how it was made: `where(pad(True), pad(x), t)` is `t[1:] = x`
+    a, x = grid(4, 3), grid(3, 3) * -1
+    t, tx = Tensor(a, device=device).realize(), Tensor(x, device=device)
+    inside = Tensor.ones(3, 3, dtype=dtypes.bool, device=device).pad(((1, 0), (0, 0)))
+    t.assign(inside.where(tx.pad(((1, 0), (0, 0))), t))
+    assert visits(t) == [3 * 3]
+    same(t, np.concatenate([a[:1], x]))
+    # the mask and the value moved differently: not a view's write, the whole buffer is computed
+    t = Tensor(a, device=device).realize()
+    t.assign(inside.where(tx.pad(((0, 1), (0, 0))), t))
+    assert visits(t) == [4 * 3]
+    same(t, np.concatenate([a[:1], x[1:], np.zeros((1, 3), np.float32)]))
 
 
 # ---------------------------------------------------------------------------------------------------------------

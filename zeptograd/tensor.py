@@ -678,7 +678,8 @@ class Tensor(
 
     def _write_through(self, mops: tuple[_Mop, ...], x: Tensor) -> None:
         """Assign `x` to this base's view `mops`: one STORE of the base, the new value where the view's elements
-        lie (`hit.where(placed_x, base)`) and the old one elsewhere."""
+        lie (`hit.where(placed_x, base)`) and the old one elsewhere. Its kernel loops over the view's elements only
+        (`kernelize.written_view`), unless the view broadcasts (an expand): then over the whole base."""
         if _overlapping(mops, self.shape):
             raise ArgumentError(
                 "assign: unsupported operation: more than one element of the written-to view refers to a single "
@@ -687,10 +688,11 @@ class Tensor(
         if buffer_of(self.uop) is None:
             self.realize()
         target = buffer_of(self.uop)
-        if any(u is target for u in x.uop.toposort()):
-            # `v += 1`: the value reads the base at the elements it writes, but through index arithmetic the kernel
-            # cannot prove equal to the store's, which would copy the whole base aside; storing the value first
-            # costs a buffer of the view's size instead
+        broadcasts = any(op is Ops.EXPAND and arg != s for op, arg, s in mops)
+        if broadcasts and any(u is target for u in x.uop.toposort()):
+            # the value reads the base, and a broadcast view's write rewrites the whole base: its kernel could not
+            # prove the reads at the elements it writes, and would copy the whole base aside; storing the value first
+            # costs a buffer of the view's size instead. (A view's own kernel reads `v += 1`'s v where it writes.)
             x = x.contiguous()
         hit, placed = _filled(dtypes.bool, True, x.shape), x.uop
         for m in reversed(mops):

@@ -254,17 +254,73 @@ def lower_kernel(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
     return ast, tuple(bufs[p] for p in positions)
 
 
+def _all_true(u: UOp) -> bool:
+    """Is `u` the constant True broadcast to its shape (reshapes and expands of it)?"""
+    while u.op in (_RESHAPE, Ops.EXPAND):
+        u = u.src[0]
+    return u.op is Ops.CONST and u.arg is True
+
+
+def _undo_placement(view: UOp, op: Ops, arg, in_shape: tuple[int, ...]) -> UOp | None:
+    """The movement op that takes `view` (the output of placement op `op`) back to the placement's input: the inverse
+    of the op a write through a view undid (`Tensor._write_through`); None for anything else (an expand's sum)."""
+    if op is _RESHAPE:
+        return UOp(_RESHAPE, view.dtype, (view,), in_shape)
+    if op is Ops.PERMUTE:
+        return UOp(Ops.PERMUTE, view.dtype, (view,), tuple(sorted(range(len(arg)), key=lambda i: arg[i])))
+    if op is Ops.FLIP:
+        return UOp(Ops.FLIP, view.dtype, (view,), arg)
+    if op is Ops.PAD:  # the view shrank the buffer
+        return UOp(Ops.SHRINK, view.dtype, (view,), tuple((b, b + s) for (b, _), s in zip(arg, in_shape)))
+    if op is Ops.SHRINK:  # the view padded the buffer (a strided slice pads up to a multiple of its step)
+        return UOp(Ops.PAD, view.dtype, (view,), tuple((b, n - e) for (b, e), n in zip(arg, in_shape)))
+    return None
+
+
+def written_view(out: UOp, value: UOp) -> tuple[UOp, UOp] | None:
+    """`(view, x)` when assigning `value` to buffer `out` writes `x` to the elements of a view of `out` and keeps the
+    rest: `value` is `where(P(True), P(x), out)` with P one chain of reshapes, permutes, flips, pads and shrinks
+    (what a write through a view builds, `Tensor._write_through`), and `view` is out seen through P undone. The
+    kernel then loops over x's elements only, storing each where the view puts it (`t[1::2, ::3] += 1` touches a
+    sixth of t), gated where the view is padding (its writes are dropped):
+
+        STORE(out, where(P(True), P(x), out)) -> STORE(INDEX(out, index of view, valid), x)
+
+    None for any other value: its kernel writes the whole buffer."""
+    if value.op is not Ops.WHERE or buffer_of(value.src[2]) is not out:
+        return None
+    hit, placed, view = value.src
+    while not _all_true(hit):
+        if hit.op is not placed.op or hit.arg != placed.arg or len(hit.src) != 1 or len(placed.src) != 1:
+            return None
+        undone = _undo_placement(view, hit.op, hit.arg, hit.src[0].shape)
+        if undone is None:
+            return None
+        hit, placed, view = hit.src[0], placed.src[0], undone
+    return (view, placed) if view.shape == placed.shape else None
+
+
 def _lower(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
     ctx = IndexingContext()
     ctx.global_for(out)
+    written = written_view(out, value)
+    if written is not None:
+        view, value = written
     shape = value.shape
     ranges = tuple(ctx.new_range(s) if s != 1 else UOp.const(dtypes.index, 0) for s in shape)
-    flat = UOp.const(dtypes.index, 0)
-    for r, st in zip(ranges, strides_for(shape)):
-        if r.op is Ops.RANGE:
-            flat = flat + r * st
-    lowered = graph_rewrite(at(value, ranges, UOp.const(dtypes.bool, True)), indexing, ctx, name="indexing")
-    store = ctx.globals[out].index(flat).store(lowered)
+    true = UOp.const(dtypes.bool, True)
+    lowered = graph_rewrite(at(value, ranges, true), indexing, ctx, name="indexing")
+    if written is None:
+        flat = UOp.const(dtypes.index, 0)
+        for r, st in zip(ranges, strides_for(shape)):
+            if r.op is Ops.RANGE:
+                flat = flat + r * st
+        target = ctx.globals[out].index(flat)
+    else:
+        # where the view puts each element: the INDEX (gated where the view is padding) that a read of it would load
+        read = graph_rewrite(at(view, ranges, true), indexing, ctx, name="indexing")
+        target = next(u for u in read.toposort() if u.op is Ops.LOAD).src[0]
+    store = target.store(lowered)
     loops = tuple(r for r in ranges if r.op is Ops.RANGE)
     body = UOp(Ops.END, dtypes.void, (store, *loops)) if loops else store
     ast = graph_rewrite(body.sink(), symbolic, name="simplify indices")
@@ -397,13 +453,19 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
         views[u] = view_of(out, u.shape)
         if prod(u.shape) == 0:
             continue
+        written = written_view(out, value) if u.op is Ops.STORE else None
+        if written is not None and prod(written[1].shape) == 0:
+            continue  # a write to an empty view changes nothing
         ast, bufs = lower_kernel(out, value)
         if u.op is Ops.STORE and _reads_elsewhere(ast):
-            # an in-place hazard (t.assign(t.T)): compute the value into a fresh buffer, then copy it over
-            tmp = new_buffer(device, prod(u.shape), u.dtype)
-            tmp_ast, tmp_bufs = lower_kernel(tmp, value)
+            # an in-place hazard (t.assign(t.T), t[1:] = t[:-1]): compute the value (a written view's elements only)
+            # into a fresh buffer, then copy it over
+            x = value if written is None else written[1]
+            tmp = new_buffer(device, prod(x.shape), u.dtype)
+            tmp_ast, tmp_bufs = lower_kernel(tmp, x)
             items.append(ScheduleItem(tmp_ast, tmp_bufs))
-            ast, bufs = lower_kernel(out, view_of(tmp, u.shape))
+            copied = view_of(tmp, x.shape)
+            ast, bufs = lower_kernel(out, copied if written is None else value.substitute({x: copied}))
         items.append(ScheduleItem(ast, bufs))
     for u, inner in reshaped.items():
         buf = buffer_of(views[inner])
