@@ -3,7 +3,7 @@
     python bench/ops.py                 # everything, at full size (a few minutes on 2 cores)
     python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
     python bench/ops.py --only matmul   # some benchmarks, comma-separated (relu, sum, softmax, matmul, conv2d, pool,
-                                        # unary, overhead, setitem, compile)
+                                        # unary, overhead, setitem, gather, compile)
     python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
     DEVICE=LLVM python bench/ops.py     # zeptograd's rows on another device (LLVM, CL, WEBGPU, CUDA, ...);
                                         # bench/devices.py puts a device next to the CPU in one table
@@ -34,6 +34,8 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
 8. setitem a write through a view, `x[1::2, ::3] += 1`, in place on a realized 4096x4096 matrix (one element
            in six). All three libraries touch only the view's elements (zeptograd: one kernel over the view,
            storing through its index arithmetic).
+   gather  a read through an index tensor, `x[idx]`: 1000 random rows of a (65536, 64) table (an embedding
+           lookup's shape; numpy and torch: the same indexing).
 9. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
            expression each trial): build, schedule, generate code, compile and run. The notes give the time of
            the same expression's second call (cache hit), so cold - warm is about the compile cost. zeptograd
@@ -107,7 +109,19 @@ except ImportError:
     torch = None
 
 LIBS = ("zeptograd", "numpy", "torch")
-BENCHMARKS = ("relu", "sum", "softmax", "matmul", "conv2d", "pool", "unary", "overhead", "setitem", "compile")
+BENCHMARKS = (
+    "relu",
+    "sum",
+    "softmax",
+    "matmul",
+    "conv2d",
+    "pool",
+    "unary",
+    "overhead",
+    "setitem",
+    "gather",
+    "compile",
+)
 SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
 ROUNDS = 5  # the timed runs of a row, in rounds that take turns between the libraries
 # a pause before each library's turn: torch's OpenMP and numpy's BLAS threads spin for a while after their last
@@ -514,6 +528,22 @@ def _one_write_np(a: np.ndarray) -> np.ndarray:
     return x
 
 
+def bench_gather(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    """`x[idx]`: rows of a table picked by an index tensor (a one-hot sum that the codegen folds to a read)."""
+    rows = 1 << 16 if not cfg.quick else 1 << 12
+    table = rng.standard_normal((rows, 64), dtype=np.float32)
+    idx = rng.integers(0, rows, 1000).astype(np.int32)
+    row = Row(f"x[idx]: 1000 rows of ({rows}, 64)")
+    zt, zi = Tensor(table).realize(), Tensor(idx).realize()
+    fns: dict[str, Callable[[], Any]] = {"zeptograd": lambda: zt[zi].realize(), "numpy": lambda: table[idx]}
+    if torch is not None:
+        tt, ti = to_torch(table), torch.from_numpy(idx.astype(np.int64))
+        fns["torch"] = lambda: tt[ti]
+    warm = run_row(row, fns, cfg)
+    check_zg(row, warm["zeptograd"], table[idx])
+    yield row
+
+
 def cache_files(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
@@ -635,6 +665,7 @@ BENCH_FNS: dict[str, Callable[[Config, np.random.Generator], Iterator[Row]]] = {
     "unary": bench_unary,
     "overhead": bench_overhead,
     "setitem": bench_setitem,
+    "gather": bench_gather,
     "compile": bench_compile,
 }
 

@@ -235,6 +235,54 @@ def test_closed_form_count_matches_brute_force(form: str) -> None:
             assert got.op is Ops.CONST and got.arg == 3 * len(hits), (n, k, shift, iv)
 
 
+PICK_FORMS = {
+    # how the counter r compares with the index e: f(r) == e, f one-to-one in r (f as a UOp, then as a number)
+    "r + c == e": (lambda r, c: r + c, lambda rv, c: rv + c),
+    "e == r - c": (lambda r, c: r - c, lambda rv, c: rv - c),
+    "int32(r + 1) - 1 + c == e (an arange's closed form)": (
+        lambda r, c: (r + 1).cast(dtypes.int32) - 1 + c.cast(dtypes.int32),
+        lambda rv, c: rv + c,
+    ),
+}
+
+
+@pytest.mark.parametrize("form", PICK_FORMS)
+def test_one_hot_pick_matches_brute_force(form: str) -> None:
+    # sum over r in [0, n) of where(f(r) == e, v(r), 0) folds to where(f^-1(e) in [0, n), v(f^-1(e)), 0): evaluated
+    # at every i (e in and out of [0, n)), against summing by hand
+    from zeptograd.codegen.closedform import fold_closed_forms
+
+    rng = np.random.default_rng(6)
+    f_uop, f_num = PICK_FORMS[form]
+    for _ in range(20):
+        n, size = int(rng.integers(2, 9)), int(rng.integers(1, 7))  # a loop of 1 is no loop: r is 0
+        c, shift, scale = int(rng.integers(-4, 5)), int(rng.integers(-10, 10)), int(rng.integers(1, 4))
+        i, r = UOp.range(size, 0), UOp.range(n, 1)
+        f = f_uop(r, UOp.const(dtypes.index, c))
+        e = i * scale + shift
+        e = e.cast(f.dtype) if e.dtype is not f.dtype else e
+        cond = e.eq(f) if form.startswith("e ==") else f.eq(e)
+        v = (r * 10 + i + 1).cast(dtypes.int32)
+        total = UOp(Ops.REDUCE, dtypes.int32, (cond.where(v, UOp.const(dtypes.int32, 0)), r), Ops.ADD)
+        folded = fold_closed_forms(total)
+        assert not any(u.op is Ops.REDUCE for u in folded.toposort())
+        for iv in range(size):
+            got = folded.substitute({i: UOp.const(dtypes.index, iv)}).simplify()
+            want = sum(rv * 10 + iv + 1 for rv in range(n) if f_num(rv, c) == iv * scale + shift)
+            assert got.op is Ops.CONST and got.arg == want, (form, n, c, shift, scale, iv)
+
+
+def test_a_sum_that_is_not_a_pick_keeps_its_loop() -> None:
+    # the counter compared with something that depends on it, or through a step (2r), is not one-to-one solvable
+    from zeptograd.codegen.closedform import fold_closed_forms
+
+    i, r = UOp.range(4, 0), UOp.range(8, 1)
+    v = (r + 1).cast(dtypes.int32)
+    for cond in ((r * 2).eq(i), (r + i).eq(r), r.eq(i).logical_not()):
+        total = UOp(Ops.REDUCE, dtypes.int32, (cond.where(v, UOp.const(dtypes.int32, 0)), r), Ops.ADD)
+        assert any(u.op is Ops.REDUCE for u in fold_closed_forms(total).toposort())
+
+
 def test_op_count_of_a_kernel_counts_each_op_once_per_iteration_of_its_loops():
     """The flops a kernel reports (DEBUG=2's GFLOP/s, GlobalCounters.global_ops): each REDUCE once per iteration of
     its loops, and an op after a reduction once per output, not once per iteration of the reduction's loops too

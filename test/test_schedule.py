@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from zeptograd import Tensor
+from zeptograd import Tensor, dtypes
 from zeptograd.helpers import Context, GlobalCounters
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.uop.ops import Ops
@@ -561,6 +561,43 @@ def test_a_gather_from_a_large_table_stays_one_kernel():
     tt, ti = Tensor(t).realize(), Tensor(idx).realize()
     assert kernels(tt[ti]) == 1
     close(tt[ti], t[idx])
+
+
+GATHERS = {
+    # name: (zeptograd's gather on table t and indices i, numpy's)
+    "t[i] rows": (lambda t, i: t[i], lambda t, i: t[i]),
+    "t[:, i] columns": (lambda t, i: t[:, i % 64], lambda t, i: t[:, i % 64]),
+    "t.flatten()[i]": (lambda t, i: t.flatten()[i], lambda t, i: t.reshape(-1)[i]),
+    "gather(0, ...)": (
+        lambda t, i: t.gather(0, (i % 64).reshape(-1, 1).expand(-1, 3).cast(dtypes.int32)),
+        lambda t, i: np.take_along_axis(t[:, :3], np.repeat((i % 64).reshape(-1, 1), 3, 1), 0),
+    ),
+    "Embedding": (None, lambda t, i: t[i]),
+}
+
+
+@pytest.mark.parametrize("name", GATHERS)
+def test_a_gather_reads_the_picked_element_without_a_loop_over_the_table(name: str):
+    # the one-hot sum over the table's rows (`(i == arange(n)).where(t, 0).sum()`) folds to a read at i
+    # (codegen/closedform.py): no kernel keeps a reduction over the table; negative indices count from the end
+    from zeptograd.codegen.closedform import fold_closed_forms
+    from zeptograd.nn import Embedding
+
+    rng = np.random.default_rng(7)
+    t = rng.standard_normal((5000, 64)).astype(np.float32)
+    idx = rng.integers(-5000, 5000, 40).astype(np.int32)
+    idx[:3] = [0, 4999, -1]
+    ours, theirs = GATHERS[name]
+    if name == "Embedding":
+        emb = Embedding(5000, 64)
+        emb.weight.assign(Tensor(t)).realize()
+        idx = np.abs(idx)
+        out = emb(Tensor(idx))
+    else:
+        out = ours(Tensor(t).realize(), Tensor(idx).realize())
+    items, _ = create_schedule([out.uop], ["CPU"])
+    assert not any(u.op is Ops.REDUCE for item in items for u in fold_closed_forms(item.ast).toposort())
+    np.testing.assert_array_equal(out.numpy(), theirs(t, idx))
 
 
 def test_masked_gradient_of_a_reduction_is_stored_by_that_reduction(monkeypatch):

@@ -4,7 +4,7 @@ A sum over a range r of `where(cond(r), v, 0)`, with v free of r and cond a boun
 each r in the bound: it is v times a count, computed without the loop. `Tensor.arange` is such a sum (the
 running count of ones, `cumsum` of a window), so it runs as one elementwise kernel, not an O(n**2) reduction.
 
->>> from zeptograd.dtype import dtypes
+>>> from zeptograd.dtype import DType, dtypes
 >>> from zeptograd.uop.ops import UOp, Ops
 >>> i, r = UOp.range(10, 0), UOp.range(10, 1)
 >>> total = UOp(Ops.REDUCE, dtypes.int32, ((i + r).lt(9).where(UOp.const(dtypes.int32, 1), 0), r), Ops.ADD)
@@ -14,10 +14,11 @@ False
 
 from __future__ import annotations
 
-from zeptograd.dtype import dtypes
+from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
 from zeptograd.uop.rewrite import graph_rewrite
+from zeptograd.uop.symbolic import symbolic
 
 
 def _depends(e: UOp, r: UOp) -> bool:
@@ -60,6 +61,53 @@ def _counted_sum(red: UOp, cond: UOp, v: UOp) -> UOp | None:
     return v * count.cast(v.dtype)
 
 
+def _keeps_indices(src: DType, dst: DType) -> bool:
+    """Does a cast from integer `src` to `dst` keep every index value (a kernel's indices fit 32 signed bits)?"""
+    if not (dtypes.is_int(src) and dtypes.is_int(dst)) or dst is dtypes.index:
+        return dtypes.is_int(src) and dst is dtypes.index
+    return dst.itemsize >= 4 and (src is dtypes.index or dst.itemsize >= src.itemsize)
+
+
+def _solve(e: UOp, r: UOp, target: UOp) -> UOp | None:
+    """The value of r (in target's dtype) at which `e == target`, for e an offset of r (`r + c`, `r - c`, through
+    casts that keep every index: an arange's closed form), else None. One r at most: e is one-to-one in r."""
+    while e is not r:
+        if e.op in (Ops.ADD, Ops.SUB):
+            a, b = e.src
+            if e.op is Ops.ADD and _depends(b, r):
+                a, b = b, a
+            if _depends(b, r):
+                return None
+            # in target's dtype: computing in e's (the index) would widen every index of the kernel to its range
+            c = b if b.dtype is target.dtype else b.cast(target.dtype)
+            target = target - c if e.op is Ops.ADD else target + c
+            e = a
+        elif e.op is Ops.CAST and _keeps_indices(e.src[0].dtype, e.dtype):
+            e = e.src[0]
+        else:
+            return None
+    return target
+
+
+def _picked(red: UOp, cond: UOp, v: UOp, zero: UOp) -> UOp | None:
+    """sum over r of where(e == f(r), v(r), 0), f an offset and e free of r: the one r = f^-1(e) is picked."""
+    if red.arg is not Ops.ADD or len(red.src) != 2 or cond.op is not Ops.CMPEQ:
+        return None
+    r = red.src[1]
+    if r.op is not Ops.RANGE:
+        return None
+    for side, e in (cond.src, cond.src[::-1]):
+        if not _depends(e, r) and (at := _solve(side, r, e)) is not None:
+            n = r.src[0] if at.dtype is dtypes.index else r.src[0].cast(at.dtype)
+            inside = (at < n) & (at < 0).logical_not()
+            # read at a clamped index: the read happens (a select evaluates both sides), and stays in bounds
+            clamped = at.maximum(0).minimum(n - 1)
+            return inside.where(
+                v.substitute({r: clamped if at.dtype is dtypes.index else clamped.cast(dtypes.index)}), zero
+            )
+    return None
+
+
 closed_forms = PatternMatcher(
     [
         # sum over r of where(k < r + y, v, 0) -> v * (n - clamp(k - y + 1, 0, n)); likewise r + y < k
@@ -77,8 +125,40 @@ closed_forms = PatternMatcher(
 )
 
 
+picks = PatternMatcher(
+    [
+        # sum over r of 0 -> 0 (a pick that simplification proved never hits)
+        (
+            UPat(Ops.REDUCE, src=(UPat.cvar("zero"),), allow_any_len=True, name="red"),
+            lambda red, zero: zero if red.arg is Ops.ADD and zero.arg == 0 else None,
+            "sum of zeros -> 0",
+        ),
+        # sum over r of where(e == r + c, v(r), 0) -> where(0 <= e - c < n, v(e - c), 0): a gather's one-hot pick
+        (
+            UPat(
+                Ops.REDUCE,
+                src=(UPat(Ops.WHERE, src=(UPat(Ops.CMPEQ, name="cond"), UPat.var("v"), UPat.cvar("zero"))),),
+                allow_any_len=True,
+                name="red",
+            ),
+            lambda red, cond, v, zero: _picked(red, cond, v, zero) if zero.arg == 0 else None,
+            "sum of a one-hot pick -> indexed read",
+        ),
+    ]
+)
+
+
+def _picks_one(red: UOp) -> bool:
+    return red.op is Ops.REDUCE and red.src[0].op is Ops.WHERE and red.src[0].src[0].op is Ops.CMPEQ
+
+
 def fold_closed_forms(sink: UOp) -> UOp:
-    """The kernel with its closed-form reductions folded (unchanged when it has none)."""
+    """The kernel with its closed-form reductions folded (unchanged when it has none): counts first, then the
+    one-hot picks, whose counter (an arange, itself a count) is simplified to `r + c` over its range in between."""
     if not any(u.op is Ops.REDUCE for u in sink.toposort()):
         return sink
-    return graph_rewrite(sink, closed_forms, name="closed forms")
+    sink = graph_rewrite(sink, closed_forms, name="closed forms")
+    if any(_picks_one(u) for u in sink.toposort()):
+        sink = graph_rewrite(sink, symbolic, name="simplify counts")
+        sink = graph_rewrite(sink, picks, name="one-hot picks")
+    return sink

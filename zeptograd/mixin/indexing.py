@@ -330,7 +330,7 @@ class IndexingMixin:
         nb = len(adv.bshape)
         x = view.permute(*others, *adv.axes).reshape(*oshape, *((1,) * nb), total)
         hit = lin.reshape(*adv.bshape, 1) == self.arange(total, dtype=lin.dtype, device=self.device)
-        out = hit.reshape(*((1,) * len(oshape)), *adv.bshape, total).where(x, 0).sum(-1).cast(self.dtype)
+        out = hit.reshape(*((1,) * len(oshape)), *adv.bshape, total).where(x, 0)._pick_sum(-1).cast(self.dtype)
         no, k = len(oshape), adv.insert_at
         order = (*range(k), *range(no, no + nb), *range(k, no))
         return out.permute(*order)
@@ -413,7 +413,7 @@ class IndexingMixin:
         eq = lin == self.arange(total, dtype=lin.dtype, device=self.device).reshape(1, total)
         winner = eq.where(b, -1).max(0)  # the last b that writes each position (repeated indices: last wins)
         pick = b == winner.reshape(1, total)
-        placed = pick.reshape(*((1,) * no), nbe, total).where(vo, 0).sum(-2).cast(self.dtype)
+        placed = pick.reshape(*((1,) * no), nbe, total).where(vo, 0)._pick_sum(-2).cast(self.dtype)
         hit = (winner >= 0)._broadcast_to((*oshape, total))
         sizes = tuple(vshape[a] for a in adv.axes)
         inv = inverse_permutation((*others, *adv.axes))
@@ -468,7 +468,7 @@ class IndexingMixin:
         dim, idx = self._gather_args(dim, index, "gather")
         x = self.shrink(tuple(None if d == dim else (0, idx.shape[d]) for d in range(self.ndim)))
         x = x.reshape(*x.shape[:dim], 1, *x.shape[dim:])
-        return self._scatter_hits(dim, idx).where(x, 0).sum(dim + 1).cast(self.dtype)
+        return self._scatter_hits(dim, idx).where(x, 0)._pick_sum(dim + 1).cast(self.dtype)
 
     def _scatter_src(self, dim: int, index: Tensor, src: Any, op: str) -> Tensor:
         """src (a tensor or scalar) cut to index's shape, cast to self's dtype, with a size-1 axis after dim."""
@@ -526,7 +526,7 @@ class IndexingMixin:
         i = i.reshape(*((1,) * dim), n, *((1,) * (self.ndim - dim)))
         winner = eq.where(i, -1).max(dim, keepdim=True)  # the last i writing each position
         pick = eq & (i == winner)
-        placed = pick.where(s, 0).sum(dim).cast(self.dtype)
+        placed = pick.where(s, 0)._pick_sum(dim).cast(self.dtype)
         hit = winner.reshape(*winner.shape[:dim], *winner.shape[dim + 1 :]) >= 0
         return self._pad_to_self(dim, hit).where(self._pad_to_self(dim, placed), self)
 

@@ -157,6 +157,13 @@ class ReduceMixin:
             return self._float_sum(axis, keepdim, dt)
         return self._reduce(Ops.ADD, axis, keepdim, "sum", dt)
 
+    def _pick_sum(self, axis: int) -> Tensor:
+        """The sum over `axis` of a value with one nonzero element along it at most (a one-hot pick,
+        `hit.where(x, 0)`), in one stage whatever its length: the codegen reads the picked element directly where the
+        hit compares an index with a counter (codegen/closedform.py), which a float sum's two stages (for precision,
+        which one nonzero element does not need) would hide."""
+        return self._reduce(Ops.ADD, axis, False, "sum", _small_int_acc(self.dtype) or self.dtype)
+
     def _float_sum(self, axis: Any, keepdim: bool, acc: DType) -> Tensor:
         """A float sum over many elements adds in two stages, sums of about sqrt(n) elements each, then their
         sum: one long chain of float adds loses precision (2**25 ones would sum to 2**24). Over several axes the

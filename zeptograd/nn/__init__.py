@@ -831,7 +831,7 @@ class Embedding:
         if self.padding_idx is not None:  # the padding row reads the same values but passes no gradient back
             pad = Tensor.arange(self.vocab_sz, device=weight.device).reshape(self.vocab_sz, 1) == self.padding_idx
             weight = pad.where(weight.detach(), weight)
-        return hit.where(weight, 0.0).sum(axis=-2)
+        return hit.where(weight, 0.0)._pick_sum(-2)
 
 
 class Dropout:
