@@ -600,6 +600,24 @@ def test_a_gather_reads_the_picked_element_without_a_loop_over_the_table(name: s
     np.testing.assert_array_equal(out.numpy(), theirs(t, idx))
 
 
+def test_nll_loss_over_many_classes_picks_without_a_loop_over_them():
+    # 30000 classes (a language model's vocabulary) is past the two-stage float sum: the pick still folds
+    import torch
+
+    from zeptograd.codegen.closedform import fold_closed_forms
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((16, 30000)).astype(np.float32)
+    y = rng.integers(0, 30000, 16)
+    y[0] = -100  # an ignored target picks nothing
+    lp = Tensor(x).log_softmax(1).realize()
+    out = lp.nll_loss(Tensor(y.astype(np.int32)), reduction="none")
+    items, _ = create_schedule([out.uop], ["CPU"])
+    assert not any(u.op is Ops.REDUCE for item in items for u in fold_closed_forms(item.ast).toposort())
+    want = torch.nn.functional.nll_loss(torch.tensor(lp.numpy()), torch.tensor(y), reduction="none")
+    np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-6, atol=0)
+
+
 def test_masked_gradient_of_a_reduction_is_stored_by_that_reduction(monkeypatch):
     # the MLP's case: the relu's input (x @ w1 + b) and the gradient below it (dh = g2 @ w2) are both matmuls; the
     # mask is applied in dh's kernel, on its output, and the weight gradient only loads the masked values (it

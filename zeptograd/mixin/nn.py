@@ -987,7 +987,7 @@ class NNMixin:
         mask = self._class_mask(Y, cdim)
         _need_tensor(weight, type(self), op, "weight", optional=True)
         if weight is None:
-            w = mask.where(1.0, 0.0).sum(cdim).cast(self.dtype)  # 1 for a class in range
+            w = mask.where(1.0, 0.0)._pick_sum(cdim).cast(self.dtype)  # 1 for a class in range
         else:
             if weight.shape != (self.shape[cdim],):
                 raise ArgumentError(
@@ -995,10 +995,10 @@ class NNMixin:
                     f"got {weight.shape}"
                 )
             shaped = weight.cast(self.dtype).reshape(self.shape[cdim], *(1,) * (self.ndim - cdim - 1))
-            w = mask.where(shaped, 0.0).sum(cdim)
+            w = mask.where(shaped, 0.0)._pick_sum(cdim)
         if ignore_index is not None:
             w = (ignore_index != Y).where(w, 0.0)
-        loss = -mask.where(self, 0.0).sum(cdim) * w
+        loss = -mask.where(self, 0.0)._pick_sum(cdim) * w
         if reduction == "mean":
             return loss.sum() / w.sum()
         return _reduce_loss(loss, reduction)
