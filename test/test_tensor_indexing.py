@@ -237,6 +237,12 @@ def test_getitem_tensor_index_out_of_range_is_zero():
     out = x[Tensor([0, 3, -1, -4, 100])]
     check(out, np.array([[1, 2], [0, 0], [5, 6], [0, 0], [0, 0]], np.float32))
     check(x[Tensor([2, 5]), Tensor([1, 0])], np.array([6, 0], np.float32))
+    # an int64 index past 32 bits is out of range too (cast to 32 bits first, 2**32 + 1 would be row 1)
+    wide = Tensor(np.array([2**32 + 1, 1, -(2**32) - 1], np.int64))
+    check(x[wide], np.array([[0, 0], [3, 4], [0, 0]], np.float32))
+    t = Tensor(np.zeros(3, np.float32)).realize()
+    t[wide] = 7.0
+    check(t, np.array([0, 7, 0], np.float32))
 
 
 def test_getitem_inf_nan_do_not_leak():

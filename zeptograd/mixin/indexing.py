@@ -283,10 +283,15 @@ class IndexingMixin:
 
     def _linear_index(self, adv: _Advanced, view_shape: tuple[int, ...]) -> tuple[Tensor, int]:
         """The advanced indices as one flat position into the indexed axes (row-major), -1 where any index is
-        out of range; and the number of positions."""
+        out of range (a single index is returned as it is: out of range, it equals no position either); and the
+        number of positions."""
         sizes = [view_shape[a] for a in adv.axes]
         total = math.prod(sizes)
         dt = dtypes.int64 if total > 2**31 - 1 else dtypes.int32
+        if len(adv.indices) == 1 and adv.indices[0].dtype.itemsize <= dt.itemsize:
+            # one index is the position itself: a value out of range equals no position, so it needs no -1 (a wider
+            # index is checked first: cast to 32 bits, 2**32 + 3 would be 3)
+            return adv.indices[0].cast(dt), total
         lin: Tensor | None = None
         valid: Tensor | None = None
         stride = total
