@@ -600,6 +600,71 @@ def test_a_gather_reads_the_picked_element_without_a_loop_over_the_table(name: s
     np.testing.assert_array_equal(out.numpy(), theirs(t, idx))
 
 
+def _table_grads(name: str, rng: np.random.Generator) -> tuple[Tensor, np.ndarray]:
+    """(zeptograd's lazy gradient of a gather from a (3000, 8) table, np.add.at's sum of the same rows)."""
+    from zeptograd.nn import Embedding
+
+    table = rng.standard_normal((3000, 8)).astype(np.float32)
+    idx = rng.integers(-3000, 3000, (6, 50))
+    idx[0, :6] = [5, 5, 5, -1, 2999, 4000]  # repeats, a negative index, one out of range
+    g = rng.standard_normal((6, 50, 8)).astype(np.float32)
+    rows = np.where(idx < 0, idx + 3000, idx)
+    inside = (rows >= 0) & (rows < 3000)
+    want = np.zeros_like(table)
+    np.add.at(want, rows[inside], g[inside])
+    if name == "Embedding":
+        emb = Embedding(3000, 8)
+        emb.weight.assign(Tensor(table)).realize()
+        np.add.at(want := np.zeros_like(table), np.abs(idx) % 3000, g)
+        emb(Tensor((np.abs(idx) % 3000).astype(np.int32))).backward(Tensor(g))
+        return emb.weight.grad, want
+    t = Tensor(table, requires_grad=True)
+    t[Tensor(idx.astype(np.int32))].backward(Tensor(g))
+    return t.grad, want
+
+
+@pytest.mark.parametrize("name", ["Embedding", "t[idx]"])
+def test_the_gradient_of_a_gather_is_a_scatter_not_a_loop_over_the_table(name: str):
+    # dW[r] = sum over b of where(idx[b] == r, g[b], 0) runs as zeros, then one pass over b adding g[b] into row
+    # idx[b] (closedform.scatter_form): no kernel keeps a reduction, and the sum's order is b's, so the result is
+    # np.add.at's bit for bit (repeated indices, a negative one and one out of range included)
+    from zeptograd.codegen.closedform import fold_closed_forms, scatters
+
+    grad, want = _table_grads(name, np.random.default_rng(9))
+    items, _ = create_schedule([grad.uop], ["CPU"])
+    asts = [fold_closed_forms(item.ast) for item in items if item.ast is not None]
+    assert not any(u.op is Ops.REDUCE for ast in asts for u in ast.toposort())
+    assert sum(scatters(ast) for ast in asts) == 1
+    np.testing.assert_array_equal(grad.numpy(), want)
+
+
+def test_a_scatter_runs_its_loops_in_order():
+    # two b that pick one row must add one after the other: the scatter takes no plan, and refuses one
+    from zeptograd.codegen import get_program
+    from zeptograd.codegen.closedform import scatters
+    from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts
+    from zeptograd.runtime.device import Device
+
+    grad, _ = _table_grads("t[idx]", np.random.default_rng(10))
+    items, _ = create_schedule([grad.uop], ["CPU"])
+    (scatter,) = (item.ast for item in items if item.ast is not None and scatters(item.ast))
+    with pytest.raises(OptError, match="scatter"):
+        apply_opts(scatter, [Opt(OptOps.THREAD, 0, 2)])
+    program = get_program(scatter, Device["CPU"].renderer)  # the default plan: none, on one core
+    assert program.opts == () and program.chunks == 1
+
+
+def test_a_device_that_launches_loops_in_parallel_keeps_the_one_hot_sum(monkeypatch):
+    # on a GPU-style device the scatter's loops would be work-items racing on a repeated index: no scatter there
+    from zeptograd.schedule import kernelize
+
+    monkeypatch.setattr(kernelize, "runs_in_order", lambda device: False)
+    grad, want = _table_grads("t[idx]", np.random.default_rng(11))
+    items, _ = create_schedule([grad.uop], ["CPU"])
+    assert any(u.op is Ops.REDUCE for item in items if item.ast is not None for u in item.ast.toposort())
+    np.testing.assert_allclose(grad.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
 def test_nll_loss_over_many_classes_picks_without_a_loop_over_them():
     # 30000 classes (a language model's vocabulary) is past the two-stage float sum: the pick still folds
     import torch

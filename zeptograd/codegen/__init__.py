@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zeptograd.codegen.closedform import fold_closed_forms
+from zeptograd.codegen.closedform import fold_closed_forms, scatters
 from zeptograd.codegen.demote import demote_float64
 from zeptograd.codegen.devectorizer import devectorize, fuse_multiply_add
 from zeptograd.codegen.expander import expand
@@ -102,7 +102,7 @@ def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
     """The kernel AST with its plan applied: `opts` if given, else none with NOOPT, else the BEAM search's or
     the heuristic's plan."""
     if opts is None:
-        if NOOPT:
+        if NOOPT or scatters(ast):  # a scatter's loops run in order (closedform.scatter_form)
             return ast
         if BEAM >= 1:
             from zeptograd.codegen.search import beam_search

@@ -162,3 +162,61 @@ def fold_closed_forms(sink: UOp) -> UOp:
         sink = graph_rewrite(sink, symbolic, name="simplify counts")
         sink = graph_rewrite(sink, picks, name="one-hot picks")
     return sink
+
+
+def _one_hot_sum(u: UOp) -> bool:
+    """Is `u` a sum (over one loop or more) of `where(x == y, v, 0)`?"""
+    return (
+        u.op is Ops.REDUCE
+        and u.arg is Ops.ADD
+        and len(u.src) >= 2
+        and u.src[0].op is Ops.WHERE
+        and u.src[0].src[0].op is Ops.CMPEQ
+        and u.src[0].src[2].op is Ops.CONST
+        and u.src[0].src[2].arg == 0
+    )
+
+
+def scatters(ast: UOp) -> bool:
+    """Does the kernel store through an index it loads (a scatter)? Its loops then run in their order: a plan
+    (threads, vectors, unrolling) could let two of its writes to one element race or overwrite each other."""
+    return any(u.op is Ops.STORE and any(x.op is Ops.LOAD for x in u.src[0].toposort()) for u in ast.toposort())
+
+
+def scatter_form(ast: UOp) -> UOp | None:
+    """`ast` as a scatter, when each output element is a one-hot sum picked by the element's own position:
+    out[r, e] = sum over b of where(a(b) == r + c, v(b, e), 0), with a free of r (the gradient of a gather, such as
+    an embedding's; b may be several loops). Each b adds to the one r = a(b) - c, so a loop over (e, b) adds v into
+    that element, in b's order (the sum's own order: the same float result), once the output is zeros (the
+    caller's kernel before):
+
+        out[r, e] = sum_b where(a(b) == r + c, v(b, e), 0) -> out[a(b) - c, e] += v(b, e) where 0 <= a(b) - c < n
+
+    That is O(b * e) work instead of O(r * e * b). None when the kernel is not of that form."""
+    top = ast.src[0] if ast.op is Ops.SINK and len(ast.src) == 1 else None
+    if top is None or top.op is not Ops.END or top.src[0].op is not Ops.STORE or not _one_hot_sum(top.src[0].src[1]):
+        return None
+    ast = fold_closed_forms(ast)  # the arange (a count) simplified to r + c
+    top = ast.src[0]
+    store, ranges = top.src[0], top.src[1:]
+    if store.op is not Ops.STORE or not _one_hot_sum(store.src[1]) or len(store.src[0].src) != 2:
+        return None
+    red = store.src[1]
+    (cond, v, zero), bs = red.src[0].src, red.src[1:]
+    for a, y in (cond.src, cond.src[::-1]):
+        if not any(_depends(a, b) for b in bs) or any(_depends(y, b) for b in bs):
+            continue
+        for r in ranges:
+            if r.op is not Ops.RANGE or _depends(a, r) or (at := _solve(y, r, a)) is None:
+                continue
+            n = r.src[0] if at.dtype is dtypes.index else r.src[0].cast(at.dtype)
+            inside = (at < n) & (at < 0).logical_not()
+            clamped = at.maximum(0).minimum(n - 1)
+            pick = {r: clamped if at.dtype is dtypes.index else clamped.cast(dtypes.index)}
+            buf, index = store.src[0].src
+            target = buf.index(index.substitute(pick), inside)
+            added = target.store(target.load(zero) + v.substitute(pick))
+            loops = (*(x for x in ranges if x is not r), *bs)
+            body = UOp(Ops.END, dtypes.void, (added, *loops)).sink()
+            return graph_rewrite(body, symbolic, name="scatter").replace(arg=ast.arg)
+    return None

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from zeptograd.codegen.closedform import scatters
 from zeptograd.codegen.lowering import identity_element
 from zeptograd.codegen.tensor_cores import TensorCore
 from zeptograd.dtype import AddrSpace, PtrDType, dtypes
@@ -480,6 +481,8 @@ def apply_opts(
     >>> apply_opts(item.ast, [Opt(OptOps.UPCAST, 1, 8)]).arg
     KernelInfo('E_4_8', (Opt(OptOps.UPCAST, 1, 8),))
     """
+    if opts and scatters(ast):
+        raise OptError(f"{opts[0]}: a scatter (a store through a loaded index) runs its loops in order, with no plan")
     for opt in opts:
         ast = apply_opt(ast, opt, max_local, tensor_cores)
     return ast

@@ -39,6 +39,19 @@ DEVICE_MEMORY = ("CUDA", "PTX", "TRITON", "WEBGPU")
 HOST_COMPILED = ("CPU", "LLVM")
 
 
+def runs_in_order(device: str) -> bool:
+    """Does `device` run a kernel's loops in their order, one iteration after another (no launch grid that makes its
+    outer loops parallel work-items)? A scatter's loops must (`closedform.scatter_form`). CPU, LLVM and PYTHON do;
+    the GPU-style devices launch their loops as a grid.
+
+    >>> runs_in_order("CPU")
+    True
+    """
+    if device in HOST_COMPILED:
+        return True
+    return not getattr(Device[device].renderer, "has_local", False)
+
+
 def cpu_layouts(device: str) -> bool:
     """Do `device`'s kernels run on this machine's CPU in vectors, so that layouts made for its caches pay (a
     large matmul's panels of B, a large convolution's padded copy)? CPU and LLVM, and a device whose renderer runs

@@ -24,8 +24,10 @@ import math
 from collections import defaultdict
 from typing import NamedTuple
 
+from zeptograd.codegen.closedform import scatter_form
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import SPEC, STORE_COST
+from zeptograd.runtime.device import runs_in_order
 from zeptograd.schedule.indexing import IndexingContext, at, indexing
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
@@ -332,6 +334,23 @@ def _lower(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
     return ast, tuple(ctx.buffers[g.arg] for g in used)
 
 
+def _scattered(out: UOp, value: UOp, u: UOp, device: str) -> list[ScheduleItem] | None:
+    """The kernels that compute `value` into `out` as a scatter (`closedform.scatter_form`: the gradient of a
+    gather adds each source row into the one row it picks): zeros first, then the scatter. None when its kernel is
+    not one, or when `device` would run the scatter's loops as parallel work-items (two adds to one element would
+    race)."""
+    if not runs_in_order(device):
+        return None
+    ast, bufs = lower_kernel(out, value)
+    scatter = scatter_form(ast)
+    if scatter is None:
+        return None
+    zeros = UOp.const(u.dtype, 0)
+    if u.shape:
+        zeros = UOp(Ops.EXPAND, u.dtype, (UOp(_RESHAPE, u.dtype, (zeros,), (1,) * len(u.shape)),), u.shape)
+    return [ScheduleItem(*lower_kernel(out, zeros)), ScheduleItem(scatter, bufs)]
+
+
 def _reads_elsewhere(ast: UOp) -> bool:
     """Does the kernel read its output buffer anywhere but the element it writes? (Then writing in place
     would clobber values it has yet to read.)"""
@@ -452,6 +471,9 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
             out = new_buffer(device, prod(u.shape), u.dtype)
         views[u] = view_of(out, u.shape)
         if prod(u.shape) == 0:
+            continue
+        if u.op is not Ops.STORE and (scattered := _scattered(out, value, u, device)) is not None:
+            items.extend(scattered)
             continue
         written = written_view(out, value) if u.op is Ops.STORE else None
         if written is not None and prod(written[1].shape) == 0:
