@@ -638,6 +638,27 @@ def test_the_gradient_of_a_gather_is_a_scatter_not_a_loop_over_the_table(name: s
     np.testing.assert_array_equal(grad.numpy(), want)
 
 
+def test_setitem_through_an_index_tensor_is_a_scatter_not_a_loop_over_the_table():
+    # x[idx] = v: for each position, the last b writing it is a maximum over the picks that hit it, a scatter of each
+    # b to its position (from the least int32, max's identity); then the picked values are read at that b
+    from zeptograd.codegen.closedform import fold_closed_forms, scatters
+
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal(5000).astype(np.float32)
+    idx = rng.integers(-5000, 5000, 300)
+    idx[:4] = [7, 7, -1, 4999]  # a repeated index (the last write wins, as numpy's), a negative one
+    v = rng.standard_normal(300).astype(np.float32)
+    t = Tensor(a.copy()).realize()
+    t[Tensor(idx.astype(np.int32))] = Tensor(v)
+    items, _ = create_schedule([t.uop], ["CPU"])
+    asts = [fold_closed_forms(item.ast) for item in items if item.ast is not None]
+    assert not any(u.op is Ops.REDUCE for ast in asts for u in ast.toposort())
+    assert sum(scatters(ast) for ast in asts) == 1
+    want = a.copy()
+    want[idx] = v
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
 def test_a_scatter_runs_its_loops_in_order():
     # two b that pick one row must add one after the other: the scatter takes no plan, and refuses one
     from zeptograd.codegen import get_program

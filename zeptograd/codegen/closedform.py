@@ -165,16 +165,16 @@ def fold_closed_forms(sink: UOp) -> UOp:
 
 
 def _one_hot_sum(u: UOp) -> bool:
-    """Is `u` a sum (over one loop or more) of `where(x == y, v, 0)`?"""
-    return (
-        u.op is Ops.REDUCE
-        and u.arg is Ops.ADD
-        and len(u.src) >= 2
-        and u.src[0].op is Ops.WHERE
-        and u.src[0].src[0].op is Ops.CMPEQ
-        and u.src[0].src[2].op is Ops.CONST
-        and u.src[0].src[2].arg == 0
-    )
+    """Is `u` a sum (over one loop or more) of `where(x == y, v, 0)`, or an integer maximum of
+    `where(x == y, v, least)` (least: the dtype's least value, the identity of max)?"""
+    if u.op is not Ops.REDUCE or len(u.src) < 2 or u.src[0].op is not Ops.WHERE or u.src[0].src[0].op is not Ops.CMPEQ:
+        return False
+    other = u.src[0].src[2]
+    if other.op is not Ops.CONST:
+        return False
+    if u.arg is Ops.ADD:
+        return other.arg == 0
+    return u.arg is Ops.MAX and dtypes.is_int(u.dtype) and other.arg == dtypes.min(u.dtype)
 
 
 def scatters(ast: UOp) -> bool:
@@ -183,7 +183,7 @@ def scatters(ast: UOp) -> bool:
     return any(u.op is Ops.STORE and any(x.op is Ops.LOAD for x in u.src[0].toposort()) for u in ast.toposort())
 
 
-def scatter_form(ast: UOp) -> UOp | None:
+def scatter_form(ast: UOp) -> tuple[UOp, UOp] | None:
     """`ast` as a scatter, when each output element is a one-hot sum picked by the element's own position:
     out[r, e] = sum over b of where(a(b) == r + c, v(b, e), 0), with a free of r (the gradient of a gather, such as
     an embedding's; b may be several loops). Each b adds to the one r = a(b) - c, so a loop over (e, b) adds v into
@@ -192,7 +192,9 @@ def scatter_form(ast: UOp) -> UOp | None:
 
         out[r, e] = sum_b where(a(b) == r + c, v(b, e), 0) -> out[a(b) - c, e] += v(b, e) where 0 <= a(b) - c < n
 
-    That is O(b * e) work instead of O(r * e * b). None when the kernel is not of that form."""
+    That is O(b * e) work instead of O(r * e * b). An integer maximum of `where(a(b) == r + c, v, least)` is one too
+    (`out = max(out, v)`, from least). Returns the scatter and the value to fill the output with first (0, least);
+    None when the kernel is not of that form."""
     top = ast.src[0] if ast.op is Ops.SINK and len(ast.src) == 1 else None
     if top is None or top.op is not Ops.END or top.src[0].op is not Ops.STORE or not _one_hot_sum(top.src[0].src[1]):
         return None
@@ -215,8 +217,9 @@ def scatter_form(ast: UOp) -> UOp | None:
             pick = {r: clamped if at.dtype is dtypes.index else clamped.cast(dtypes.index)}
             buf, index = store.src[0].src
             target = buf.index(index.substitute(pick), inside)
-            added = target.store(target.load(zero) + v.substitute(pick))
+            old, new = target.load(zero), v.substitute(pick)
+            added = target.store(old + new if red.arg is Ops.ADD else old.maximum(new))
             loops = (*(x for x in ranges if x is not r), *bs)
             body = UOp(Ops.END, dtypes.void, (added, *loops)).sink()
-            return graph_rewrite(body, symbolic, name="scatter").replace(arg=ast.arg)
+            return graph_rewrite(body, symbolic, name="scatter").replace(arg=ast.arg), zero
     return None

@@ -416,7 +416,9 @@ class IndexingMixin:
         lin = lin.reshape(nbe, 1)
         b = self.arange(nbe, dtype=lin.dtype, device=self.device).reshape(nbe, 1)
         eq = lin == self.arange(total, dtype=lin.dtype, device=self.device).reshape(1, total)
-        winner = eq.where(b, -1).max(0)  # the last b that writes each position (repeated indices: last wins)
+        # the last b that writes each position (repeated indices: last wins), the least int where none does: that
+        # is max's identity, so the kernel is a scatter of each b to its position (closedform.scatter_form)
+        winner = eq.where(b, dtypes.min(lin.dtype)).max(0)
         pick = b == winner.reshape(1, total)
         placed = pick.reshape(*((1,) * no), nbe, total).where(vo, 0)._pick_sum(-2).cast(self.dtype)
         hit = (winner >= 0)._broadcast_to((*oshape, total))
@@ -529,7 +531,7 @@ class IndexingMixin:
             return self._fresh()
         i = self.arange(n, dtype=dtypes.int32, device=self.device)
         i = i.reshape(*((1,) * dim), n, *((1,) * (self.ndim - dim)))
-        winner = eq.where(i, -1).max(dim, keepdim=True)  # the last i writing each position
+        winner = eq.where(i, dtypes.min(dtypes.int32)).max(dim, keepdim=True)  # the last i writing each position
         pick = eq & (i == winner)
         placed = pick.where(s, 0)._pick_sum(dim).cast(self.dtype)
         hit = winner.reshape(*winner.shape[:dim], *winner.shape[dim + 1 :]) >= 0

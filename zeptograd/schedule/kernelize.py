@@ -336,19 +336,18 @@ def _lower(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
 
 def _scattered(out: UOp, value: UOp, u: UOp, device: str) -> list[ScheduleItem] | None:
     """The kernels that compute `value` into `out` as a scatter (`closedform.scatter_form`: the gradient of a
-    gather adds each source row into the one row it picks): zeros first, then the scatter. None when its kernel is
+    gather adds each source row into the one row it picks): its fill (zeros) first, then the scatter. None when it is
     not one, or when `device` would run the scatter's loops as parallel work-items (two adds to one element would
     race)."""
     if not runs_in_order(device):
         return None
     ast, bufs = lower_kernel(out, value)
-    scatter = scatter_form(ast)
-    if scatter is None:
+    if (form := scatter_form(ast)) is None:
         return None
-    zeros = UOp.const(u.dtype, 0)
+    scatter, fill = form
     if u.shape:
-        zeros = UOp(Ops.EXPAND, u.dtype, (UOp(_RESHAPE, u.dtype, (zeros,), (1,) * len(u.shape)),), u.shape)
-    return [ScheduleItem(*lower_kernel(out, zeros)), ScheduleItem(scatter, bufs)]
+        fill = UOp(Ops.EXPAND, u.dtype, (UOp(_RESHAPE, u.dtype, (fill,), (1,) * len(u.shape)),), u.shape)
+    return [ScheduleItem(*lower_kernel(out, fill)), ScheduleItem(scatter, bufs)]
 
 
 def _reads_elsewhere(ast: UOp) -> bool:
