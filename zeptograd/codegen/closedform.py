@@ -4,7 +4,7 @@ A sum over a range r of `where(cond(r), v, 0)`, with v free of r and cond a boun
 each r in the bound: it is v times a count, computed without the loop. `Tensor.arange` is such a sum (the
 running count of ones, `cumsum` of a window), so it runs as one elementwise kernel, not an O(n**2) reduction.
 
->>> from zeptograd.dtype import DType, dtypes
+>>> from zeptograd.dtype import dtypes
 >>> from zeptograd.uop.ops import UOp, Ops
 >>> i, r = UOp.range(10, 0), UOp.range(10, 1)
 >>> total = UOp(Ops.REDUCE, dtypes.int32, ((i + r).lt(9).where(UOp.const(dtypes.int32, 1), 0), r), Ops.ADD)
@@ -89,6 +89,14 @@ def _solve(e: UOp, r: UOp, target: UOp) -> UOp | None:
     return target
 
 
+def _within(at: UOp, r: UOp) -> tuple[UOp, UOp]:
+    """Whether solved value `at` of loop r lies in r's range, and `at` clamped into it as an index: the read or
+    write at it happens whatever the gate (a select evaluates both sides), and stays in bounds."""
+    n = r.src[0] if at.dtype is dtypes.index else r.src[0].cast(at.dtype)
+    clamped = at.maximum(0).minimum(n - 1)
+    return (at < n) & (at < 0).logical_not(), clamped if at.dtype is dtypes.index else clamped.cast(dtypes.index)
+
+
 def _picked(red: UOp, cond: UOp, v: UOp, zero: UOp) -> UOp | None:
     """sum over r of where(e == f(r), v(r), 0), f an offset and e free of r: the one r = f^-1(e) is picked."""
     if red.arg is not Ops.ADD or len(red.src) != 2 or cond.op is not Ops.CMPEQ:
@@ -98,13 +106,8 @@ def _picked(red: UOp, cond: UOp, v: UOp, zero: UOp) -> UOp | None:
         return None
     for side, e in (cond.src, cond.src[::-1]):
         if not _depends(e, r) and (at := _solve(side, r, e)) is not None:
-            n = r.src[0] if at.dtype is dtypes.index else r.src[0].cast(at.dtype)
-            inside = (at < n) & (at < 0).logical_not()
-            # read at a clamped index: the read happens (a select evaluates both sides), and stays in bounds
-            clamped = at.maximum(0).minimum(n - 1)
-            return inside.where(
-                v.substitute({r: clamped if at.dtype is dtypes.index else clamped.cast(dtypes.index)}), zero
-            )
+            inside, index = _within(at, r)
+            return inside.where(v.substitute({r: index}), zero)
     return None
 
 
@@ -148,17 +151,13 @@ picks = PatternMatcher(
 )
 
 
-def _picks_one(red: UOp) -> bool:
-    return red.op is Ops.REDUCE and red.src[0].op is Ops.WHERE and red.src[0].src[0].op is Ops.CMPEQ
-
-
 def fold_closed_forms(sink: UOp) -> UOp:
     """The kernel with its closed-form reductions folded (unchanged when it has none): counts first, then the
     one-hot picks, whose counter (an arange, itself a count) is simplified to `r + c` over its range in between."""
     if not any(u.op is Ops.REDUCE for u in sink.toposort()):
         return sink
     sink = graph_rewrite(sink, closed_forms, name="closed forms")
-    if any(_picks_one(u) for u in sink.toposort()):
+    if any(_one_hot_sum(u) for u in sink.toposort()):
         sink = graph_rewrite(sink, symbolic, name="simplify counts")
         sink = graph_rewrite(sink, picks, name="one-hot picks")
     return sink
@@ -211,10 +210,8 @@ def scatter_form(ast: UOp) -> tuple[UOp, UOp] | None:
         for r in ranges:
             if r.op is not Ops.RANGE or _depends(a, r) or (at := _solve(y, r, a)) is None:
                 continue
-            n = r.src[0] if at.dtype is dtypes.index else r.src[0].cast(at.dtype)
-            inside = (at < n) & (at < 0).logical_not()
-            clamped = at.maximum(0).minimum(n - 1)
-            pick = {r: clamped if at.dtype is dtypes.index else clamped.cast(dtypes.index)}
+            inside, at_index = _within(at, r)
+            pick = {r: at_index}
             buf, index = store.src[0].src
             target = buf.index(index.substitute(pick), inside)
             old, new = target.load(zero), v.substitute(pick)
