@@ -9,6 +9,7 @@ computing the wrong thing fails.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -573,6 +574,8 @@ GATHERS = {
         lambda t, i: np.take_along_axis(t[:, :3], np.repeat((i % 64).reshape(-1, 1), 3, 1), 0),
     ),
     "Embedding": (None, lambda t, i: t[i]),
+    # int8 rows summed in int32: the sum of a cast pick is a pick of the cast
+    "int8 t[i]": (lambda t, i: t.cast(dtypes.int8)[i], lambda t, i: t.astype(np.int8)[i]),
 }
 
 
@@ -684,6 +687,77 @@ def test_a_device_that_launches_loops_in_parallel_keeps_the_one_hot_sum(monkeypa
     items, _ = create_schedule([grad.uop], ["CPU"])
     assert any(u.op is Ops.REDUCE for item in items if item.ast is not None for u in item.ast.toposort())
     np.testing.assert_allclose(grad.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+SELECTIONS = {
+    # name: (zeptograd's selection from x by mask m, numpy's)
+    "masked_select": (lambda x, m: x.masked_select(m), lambda a, m: a[m]),
+    "masked_select int8": (lambda x, m: x.cast(dtypes.int8).masked_select(m), lambda a, m: a.astype(np.int8)[m]),
+    "nonzero": (lambda x, m: m.nonzero(), lambda a, m: np.argwhere(m)),
+    "1-d nonzero of a comparison": (
+        lambda x, m: (x.flatten() > 0).nonzero(),
+        lambda a, m: np.argwhere(a.flatten() > 0),
+    ),
+    "x[mask]": (lambda x, m: x[m], lambda a, m: a[m]),
+    "x[mask] = -x[mask]": (lambda x, m: x.__setitem__(m, -x[m]) or x, lambda a, m: np.where(m, -a, a)),
+}
+
+
+@pytest.mark.parametrize("name", SELECTIONS)
+def test_a_selection_by_a_mask_is_a_scatter_not_a_loop_over_the_selected_and_the_mask(name: str):
+    # the k-th selected element is the one whose running count of the mask is k: a one-hot sum over the mask's n
+    # elements for each of the ~n/2 selected, O(n**2) (10**6 elements: 25 s). Stored on its own it is a scatter of
+    # each element to its count (closedform.scatter_form), and no kernel visits more than the running count's
+    # blocks do (n x SCAN_BLOCK, the last block padded)
+    from zeptograd.codegen.closedform import fold_closed_forms
+    from zeptograd.mixin.reduce import SCAN_BLOCK
+
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((100, 200)).astype(np.float32)
+    m = rng.random((100, 200)) < 0.5
+    m[0, :3] = [True, False, True]
+    out = SELECTIONS[name][0](Tensor(a).realize(), Tensor(m).realize())
+    items, _ = create_schedule([out.uop], ["CPU"])
+    asts = [fold_closed_forms(i.ast) for i in items if i.ast is not None]
+    assert (
+        max(math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.RANGE) for ast in asts)
+        < 2 * a.size * SCAN_BLOCK
+    )
+    np.testing.assert_array_equal(out.numpy(), SELECTIONS[name][1](a, m))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_sums_are_scatters_not_loops_over_positions_and_indices(reduce: str, include_self: bool):
+    # the sum (and the count) each position receives is a one-hot sum over the index for every position; stored on
+    # its own it runs as a scatter in index order, as torch's CPU scatter_add does (bit for bit without self)
+    import torch
+
+    from zeptograd.codegen.closedform import fold_closed_forms, scatters
+
+    rng = np.random.default_rng(14)
+    n, m = 20000, 3000
+    idx = rng.integers(0, m, (n, 2))
+    src = rng.standard_normal((n, 2)).astype(np.float32)
+    base = rng.standard_normal((m, 2)).astype(np.float32)
+    out = Tensor(base).scatter_reduce(0, Tensor(idx.astype(np.int32)), Tensor(src), reduce, include_self=include_self)
+    items, _ = create_schedule([out.uop], ["CPU"])
+    asts = [fold_closed_forms(i.ast) for i in items if i.ast is not None]
+    assert max(math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.RANGE) for ast in asts) <= 2 * n * 2
+    assert sum(scatters(ast) for ast in asts) >= 1
+    want = torch.tensor(base).scatter_reduce(0, torch.tensor(idx), torch.tensor(src), reduce, include_self=include_self)
+    if reduce == "sum" and not include_self:
+        np.testing.assert_array_equal(out.numpy(), want.numpy())
+    else:
+        np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_count_past_a_stored_value_is_not_stored():
+    # arange is a count of ones that codegen folds to r + c; read through a buffer (the CONTIGUOUS), what comes
+    # after it (a strided reshape into a reduction) cannot stop that fold, so the count is no kernel of its own
+    t = (Tensor.arange(1000) * 2).contiguous().reshape(10, 100)[:, ::2].sum(1)
+    assert kernels(t) == 2
+    np.testing.assert_array_equal(t.numpy(), (np.arange(1000) * 2).reshape(10, 100)[:, ::2].sum(1))
 
 
 def test_nll_loss_over_many_classes_picks_without_a_loop_over_them():

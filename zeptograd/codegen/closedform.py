@@ -111,8 +111,25 @@ def _picked(red: UOp, cond: UOp, v: UOp, zero: UOp) -> UOp | None:
     return None
 
 
+def _cast_into_pick(red: UOp) -> UOp | None:
+    """A sum of cast(where(c, v, 0)) as the sum of where(c, cast(v), 0): a pick of small integers summed in a
+    wider accumulator (int8 values, an int32 sum) is a pick of the widened values. None for any other node."""
+    if red.op is not Ops.REDUCE or red.arg is not Ops.ADD or (cast := red.src[0]).op is not Ops.CAST:
+        return None
+    if cast.src[0].op is not Ops.WHERE or (zero := cast.src[0].src[2]).op is not Ops.CONST or zero.arg != 0:
+        return None
+    cond, v = cast.src[0].src[:2]
+    return red.replace(src=(cond.where(v.cast(cast.dtype), cast.const_like(0)), *red.src[1:]))
+
+
 closed_forms = PatternMatcher(
     [
+        # sum over r of cast(where(c, v, 0)) -> sum over r of where(c, cast(v), 0)
+        (
+            UPat(Ops.REDUCE, src=(UPat(Ops.CAST, src=(UPat(Ops.WHERE),)),), allow_any_len=True, name="red"),
+            _cast_into_pick,
+            "sum of a cast pick -> sum of a pick of the cast",
+        ),
         # sum over r of where(k < r + y, v, 0) -> v * (n - clamp(k - y + 1, 0, n)); likewise r + y < k
         (
             UPat(
@@ -195,7 +212,11 @@ def scatter_form(ast: UOp) -> tuple[UOp, UOp] | None:
     (`out = max(out, v)`, from least). Returns the scatter and the value to fill the output with first (0, least);
     None when the kernel is not of that form."""
     top = ast.src[0] if ast.op is Ops.SINK and len(ast.src) == 1 else None
-    if top is None or top.op is not Ops.END or top.src[0].op is not Ops.STORE or not _one_hot_sum(top.src[0].src[1]):
+    if top is None or top.op is not Ops.END or top.src[0].op is not Ops.STORE:
+        return None
+    value = top.src[0].src[1]
+    widened = _cast_into_pick(value)
+    if not _one_hot_sum(value if widened is None else widened):
         return None
     ast = fold_closed_forms(ast)  # the arange (a count) simplified to r + c
     top = ast.src[0]

@@ -553,10 +553,10 @@ class IndexingMixin:
             raise ArgumentError(f"{op}: reduce must be one of {', '.join(_SCATTER_REDUCES)}, got {reduce!r}")
         dim, idx, eq, s = self._scatter_prep(dim, index, src, op)
         dt = self.dtype
-        count = eq.sum(dim)  # how many values go to each position (int32)
+        count = _scattered_sum(eq.where(1, 0), dim)  # how many values go to each position (int32)
         hit = self._pad_to_self(dim, count > 0)
         if reduce in ("sum", "mean"):
-            total = self._pad_to_self(dim, eq.where(s, 0).sum(dim).cast(dt))
+            total = self._pad_to_self(dim, _scattered_sum(eq.where(s, 0), dim).cast(dt))
             if reduce == "sum":
                 return (self + total if include_self else hit.where(total, self)).cast(dt)
             cnt = self._pad_to_self(dim, count) + int(include_self)
@@ -614,7 +614,7 @@ class IndexingMixin:
         elif not _is_int(size) or size < 0:
             raise ArgumentError(f"{op}: size must be a non-negative int, got {size!r}")
         pos = m.cast(dtypes.int32).cumsum(0) - 1
-        pos = m.where(pos, -1).reshape(1, n)
+        pos = m.where(pos, -1).contiguous().reshape(1, n)
         k = self.arange(size, dtype=dtypes.int32, device=self.device).reshape(size, 1)
         i = self.arange(n, dtype=dtypes.int32, device=self.device).reshape(1, n)
         return pos == k, count, i, size
@@ -635,7 +635,7 @@ class IndexingMixin:
         shape = self._broadcast_shape(op, self.shape, mask.shape)
         x, m = self._broadcast_to(shape), mask._broadcast_to(shape)
         sel, count, _, size = m._select_positions(op, size)
-        out = sel.where(x.reshape(1, x.numel()), 0).sum(1).cast(self.dtype)
+        out = _scattered_sum(sel.where(x.reshape(1, x.numel()), 0), 1).cast(self.dtype)
         if not isinstance(fill_value, (bool, int, float)) or fill_value != 0:
             k = self.arange(size, dtype=dtypes.int32, device=self.device)
             out = (k < count).where(out, type(self)(fill_value, device=self.device).cast(self.dtype))
@@ -669,7 +669,7 @@ class IndexingMixin:
             if as_tuple:  # torch: a 0-d tensor counts as a 1-element vector here
                 return (self.zeros(size, dtype=dtypes.int32, device=self.device),)
             return self.zeros(size, 0, dtype=dtypes.int32, device=self.device)
-        flat = sel.where(i, 0).sum(1).reshape(size, 1)  # the flat position of each selected element
+        flat = _scattered_sum(sel.where(i, 0), 1).reshape(size, 1)  # the flat position of each selected element
         # divisors are never 0 (an empty tensor has no nonzeros: every row is fill_value), as IDIV/MOD by 0 traps
         strides = [max(math.prod(self.shape[d + 1 :]), 1) for d in range(self.ndim)]
         st = type(self)(strides, dtype=dtypes.int32, device=self.device).reshape(1, self.ndim)
@@ -720,3 +720,16 @@ def _floor_div(a: Tensor, b: Tensor) -> Tensor:
 
 def _floor_mod(a: Tensor, b: Tensor) -> Tensor:
     return a._binary(Ops.MOD, b, "remainder")
+
+
+def _scattered_sum(hits: Tensor, axis: int) -> Tensor:
+    """The sum over `axis` of `hits` = `where(pos == p, v, 0)`, pos a loaded position and p the output's: one stage,
+    in the summed axis' order (torch's scatter_add on the CPU adds in index order too), and stored on its own. The
+    scheduler runs such a sum as a scatter (`out[pos] += v`, O(len(pos))) only when it is its kernel's whole value;
+    fused with what uses it, it would loop over every (p, pos) pair.
+
+    >>> hits = Tensor([[1, 0, 1], [0, 0, 0]]) == 1
+    >>> _scattered_sum(hits.where(Tensor([[5, 6, 7]]), 0), 1).tolist()
+    [12, 0]
+    """
+    return hits._pick_sum(axis).contiguous()

@@ -94,18 +94,22 @@ def _plain_reshape(u: UOp) -> bool:
     return [d for d in u.shape if d != 1] == [d for d in u.src[0].shape if d != 1]
 
 
-def _count_meets_reduction_reshaped(r: UOp, consumers: dict[UOp, list[UOp]]) -> bool:
-    """Does constant count `r` reach a reduction through a movement that changes its index (a pad, a shrink, a
-    flip, a reshape that splits or merges axes)? Its closed form needs the index to be a bound on a loop: through
-    `arange(n) == idx` (a broadcast) it is, but inside another reduction's window (a scan, a pool) a modulo comes
-    in and the fold does not apply, which would leave one reduction nested in another."""
+def _count_meets_reduction_reshaped(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
+    """Does constant count `r` reach a reduction through a movement that changes its index (a pad, a flip, a
+    reshape that splits or merges axes) in a kernel that computes it? Its closed form needs the index to be a bound
+    on a loop: through `arange(n) == idx` (a broadcast) it is, and a shrink only adds a constant to it (a column of
+    `nonzero`'s coordinates), but inside another reduction's window (a scan, a pool) a modulo comes in and the fold
+    does not apply, which would leave one reduction nested in another.
+    A realized node's kernel is the last that can compute it: what reads that node reads a buffer."""
     stack, seen = [(r, False)], {(r, False)}
     while stack:
         node, moved = stack.pop()
         for c in consumers[node]:
             if c.op is Ops.REDUCE_AXIS and moved:
                 return True
-            plain = c.op in GroupOp.ALU or c.op in (Ops.CAST, Ops.EXPAND, Ops.PERMUTE, Ops.REDUCE_AXIS)
+            if c in realized:
+                continue
+            plain = c.op in GroupOp.ALU or c.op in (Ops.CAST, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.REDUCE_AXIS)
             plain = plain or (c.op is Ops.RESHAPE and _plain_reshape(c))
             if (c, moved or not plain) not in seen:
                 seen.add((c, moved or not plain))
@@ -116,7 +120,7 @@ def _count_meets_reduction_reshaped(r: UOp, consumers: dict[UOp, list[UOp]]) -> 
 def _reduce_must_realize(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
     # a constant's count fuses into its readers wherever its closed form applies
     if _counts_a_constant(r):
-        return _count_meets_reduction_reshaped(r, consumers)
+        return _count_meets_reduction_reshaped(r, consumers, realized)
     kernels: set[UOp] = set()
     stack, seen = [r], {r}
     while stack:
