@@ -92,3 +92,37 @@ def test_registry_through_tinyjit_replays() -> None:
     later = w + 1  # built after the replays: lazy, registered
     assert _registered(later)
     np.testing.assert_array_equal(later.numpy(), np.full(4, 2.0**4 + 1, np.float32))
+
+
+def test_a_realize_walks_only_the_lazy_graphs_that_can_hold_what_it_computed(monkeypatch) -> None:
+    # each lazy graph reads its own buffer: realizing one cannot change the others, which are not walked
+    # (UOp.leaf_bits); a graph that shares a realized node inside the schedule (the sum, stored since it is
+    # broadcast) is walked and reads that node's buffer afterwards
+    from zeptograd.uop.ops import UOp
+
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(6).astype(np.float32) for _ in range(40)]
+    lazy = [(Tensor(a) + 1) * 2 for a in xs]
+    an = rng.standard_normal(6).astype(np.float32)
+    a = Tensor(an)
+    centered, scaled = a - a.sum(), a / a.sum()
+    others, shared = {id(t.uop) for t in lazy}, id(scaled.uop)
+    walked: list[int] = []
+    substitute = UOp.substitute
+    monkeypatch.setattr(UOp, "substitute", lambda u, *args: walked.append(id(u)) or substitute(u, *args))
+    centered.realize()
+    assert shared in walked and not others & set(walked)
+    assert not any(u.op is Ops.REDUCE_AXIS for u in scaled.uop.toposort())
+    np.testing.assert_allclose(centered.numpy(), an - an.sum(dtype=np.float32), rtol=1e-6)
+    np.testing.assert_allclose(scaled.numpy(), an / an.sum(dtype=np.float32), rtol=1e-6)
+    for t, x in zip(lazy, xs):
+        np.testing.assert_array_equal(t.numpy(), (x + 1) * 2)
+
+
+def test_a_realized_node_that_reads_no_buffer_is_replaced_in_every_graph() -> None:
+    # an arange reads no buffer: no graph can be skipped, and its readers read its buffer afterwards
+    r = Tensor.arange(8) * 3
+    s = r + 1
+    r.realize()
+    assert not any(u.op is Ops.MUL for u in s.uop.toposort())
+    np.testing.assert_array_equal(s.numpy(), np.arange(8) * 3 + 1)

@@ -14,6 +14,8 @@ their own. `NO_MEMORY_PLANNER=1` gives every buffer its own allocation (to measu
 
 from __future__ import annotations
 
+import functools
+import operator
 import time
 import weakref
 from collections.abc import Collection, Iterable
@@ -419,11 +421,19 @@ def realize(tensors: Iterable[Lazy]) -> None:
     for t in pending:  # the realized tensors themselves, whether or not a registry holds them (one may come twice)
         if (v := views.get(t.uop)) is not None:
             t.uop = v
+    # a lazy graph can hold a realized node only if it reads every buffer that node reads (UOp.leaf_bits): the
+    # others are not walked (3000 lazy tensors, each realized in turn: 12.6 -> 1.3 ms a realize). A realized node
+    # that reads no buffer (an arange) could be anywhere: then every graph is walked
+    wanted = [v.leaf_bits() for v in views]
+    filtered = all(wanted)
+    common = functools.reduce(operator.and_, wanted, -1)  # the bits of every realized node: a first, cheaper test
     for t in lazy_tensors.tensors():
         u = t.uop
         if (v := views.get(u)) is not None:
             t.uop = v  # the common case, a realized root: no walk
         elif buffer_of(u) is None:
+            if filtered and ((have := u.leaf_bits()) & common != common or all(have & b != b for b in wanted)):
+                continue
             t.uop = u.substitute(views, cache)
         if buffer_of(t.uop) is not None:
             lazy_tensors.discard(t)
