@@ -3,7 +3,7 @@
     python bench/ops.py                 # everything, at full size (a few minutes on 2 cores)
     python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
     python bench/ops.py --only matmul   # some benchmarks, comma-separated (relu, sum, softmax, matmul, conv2d, pool,
-                                        # unary, overhead, setitem, gather, compile)
+                                        # unary, overhead, setitem, gather, select, compile)
     python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
     DEVICE=LLVM python bench/ops.py     # zeptograd's rows on another device (LLVM, CL, WEBGPU, CUDA, ...);
                                         # bench/devices.py puts a device next to the CPU in one table
@@ -36,6 +36,8 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
            storing through its index arithmetic).
    gather  a read through an index tensor, `x[idx]`: 1000 random rows of a (65536, 64) table (an embedding
            lookup's shape; numpy and torch: the same indexing).
+   select  a read through a bool mask, `x[x > 0]` on 2^20 floats (about half of them true; the output's length
+           is data: zeptograd realizes the mask's count, then scatters each true element to its running count).
 9. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
            expression each trial): build, schedule, generate code, compile and run. The notes give the time of
            the same expression's second call (cache hit), so cold - warm is about the compile cost. zeptograd
@@ -120,6 +122,7 @@ BENCHMARKS = (
     "overhead",
     "setitem",
     "gather",
+    "select",
     "compile",
 )
 SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
@@ -544,6 +547,21 @@ def bench_gather(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     yield row
 
 
+def bench_select(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    """`x[x > 0]`: the elements a bool mask selects (a scatter of each to its running count of the mask)."""
+    n = 1 << 20 if not cfg.quick else 1 << 14
+    a = rng.standard_normal(n, dtype=np.float32)
+    row = Row(f"x[x > 0]: {n} floats")
+    za = Tensor(a).realize()
+    fns: dict[str, Callable[[], Any]] = {"zeptograd": lambda: za[za > 0].realize(), "numpy": lambda: a[a > 0]}
+    if torch is not None:
+        ta = to_torch(a)
+        fns["torch"] = lambda: ta[ta > 0]
+    warm = run_row(row, fns, cfg)
+    check_zg(row, warm["zeptograd"], a[a > 0], rtol=0.0, atol=0.0)
+    yield row
+
+
 def cache_files(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
@@ -666,6 +684,7 @@ BENCH_FNS: dict[str, Callable[[Config, np.random.Generator], Iterator[Row]]] = {
     "overhead": bench_overhead,
     "setitem": bench_setitem,
     "gather": bench_gather,
+    "select": bench_select,
     "compile": bench_compile,
 }
 

@@ -231,7 +231,8 @@ def _arange_uop(key: tuple, start: Scalar, stop: Scalar, step: Scalar) -> UOp:
         return Tensor.zeros(0, dtype=dt, device=device).uop
     # 0, 1, ..., n-1 as a kernel: the running count of ones minus one (the codegen folds the count's reduction to
     # its closed form, so it is an elementwise loop, and it fuses into the kernels that read it)
-    count = Tensor.full((n,), 1, dtype=dtypes.int32, device=device)._window_reduce(Ops.ADD, "arange") - 1
+    ones = Tensor.full((n,), 1, dtype=dtypes.int32, device=device)
+    count = ones._windows(0)._reduce(Ops.ADD, -2, False, "arange", dtypes.int32) - 1
     if all(isinstance(v, int) for v in (start, step)) and dtypes.is_int(dt):
         return (count.cast(dt) * step + start).uop
     # numpy's values: start + i * (the step as the first two values differ), in float64, then rounded once

