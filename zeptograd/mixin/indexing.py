@@ -614,7 +614,7 @@ class IndexingMixin:
         elif not _is_int(size) or size < 0:
             raise ArgumentError(f"{op}: size must be a non-negative int, got {size!r}")
         pos = m.cast(dtypes.int32).cumsum(0) - 1
-        pos = m.where(pos, -1).contiguous().reshape(1, n)
+        pos = m.where(pos, -1).reshape(1, n)
         k = self.arange(size, dtype=dtypes.int32, device=self.device).reshape(size, 1)
         i = self.arange(n, dtype=dtypes.int32, device=self.device).reshape(1, n)
         return pos == k, count, i, size

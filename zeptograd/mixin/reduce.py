@@ -158,10 +158,11 @@ class ReduceMixin:
         return self._reduce(Ops.ADD, axis, keepdim, "sum", dt)
 
     def _pick_sum(self, axis: int) -> Tensor:
-        """The sum over `axis` of a value with one nonzero element along it at most (a one-hot pick,
-        `hit.where(x, 0)`), in one stage whatever its length: the codegen reads the picked element directly where the
-        hit compares an index with a counter (codegen/closedform.py), which a float sum's two stages (for precision,
-        which one nonzero element does not need) would hide."""
+        """The sum over `axis` of a one-hot value (`hit.where(x, 0)`) in one stage whatever its length: the codegen
+        reads the picked element directly where the hit compares an index with a counter, or runs the sum as a
+        scatter where it compares a loaded position with the output's (codegen/closedform.py); a float sum's two
+        stages (for precision) would hide either. A pick has one nonzero element; a scatter's sum adds its hits in
+        the axis' order, as torch's scatter_add does."""
         return self._reduce(Ops.ADD, axis, False, "sum", _small_int_acc(self.dtype) or self.dtype)
 
     def _float_sum(self, axis: Any, keepdim: bool, acc: DType) -> Tensor:
@@ -475,7 +476,9 @@ class ReduceMixin:
         """For the last axis of size n: w[..., j, i] = x[..., i + j - (n - 1)] (`value` where that is before
         the start), so w[..., :, i] is the window of the n elements that end at i. Made only of movement ops:
         pad n-1 in front (length L = 2n-1), tile n+1 times, and re-read the tiles with a row length of L+1, so
-        each row starts one element later."""
+        each row starts one element later. arange's running count of ones is built on it: a sum of a constant
+        through movement ops, which the codegen folds to a closed form (`_prefix_windows` is the scans' window,
+        and needs an arange itself)."""
         lead, n = self.shape[:-1], self.shape[-1]
         length = 2 * n - 1
         x = self._pad_last(n - 1, 0, value).reshape(*lead, 1, length).expand(*lead, n + 1, length)
