@@ -3,7 +3,7 @@
     python bench/ops.py                 # everything, at full size (a few minutes on 2 cores)
     python bench/ops.py --quick         # small sizes and short budgets: a smoke test in seconds
     python bench/ops.py --only matmul   # some benchmarks, comma-separated (relu, sum, softmax, matmul, conv2d, pool,
-                                        # unary, overhead, setitem, gather, select, compile)
+                                        # unary, overhead, setitem, gather, select, scatter, compile)
     python bench/ops.py --repeats 5     # a fixed number of timed runs instead of a time budget
     DEVICE=LLVM python bench/ops.py     # zeptograd's rows on another device (LLVM, CL, WEBGPU, CUDA, ...);
                                         # bench/devices.py puts a device next to the CPU in one table
@@ -38,6 +38,8 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
            lookup's shape; numpy and torch: the same indexing).
    select  a read through a bool mask, `x[x > 0]` on 2^20 floats (about half of them true; the output's length
            is data: zeptograd realizes the mask's count, then scatters each true element to its running count).
+   scatter `scatter_reduce(0, idx, src, "amax")`: 2^20 floats sent to 2^14 random positions of a vector (a graph
+           network's max aggregation; numpy: `np.maximum.at` on a copy).
 9. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
            expression each trial): build, schedule, generate code, compile and run. The notes give the time of
            the same expression's second call (cache hit), so cold - warm is about the compile cost. zeptograd
@@ -123,6 +125,7 @@ BENCHMARKS = (
     "setitem",
     "gather",
     "select",
+    "scatter",
     "compile",
 )
 SLOW_RUN_S = 5.0  # a single run slower than this is timed once (after the warm-up), not at least 3 times
@@ -562,6 +565,32 @@ def bench_select(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     yield row
 
 
+def bench_scatter(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
+    """`scatter_reduce(..., "amax")`: the maximum of the values each position receives (a scatter in index order)."""
+    n, m = (1 << 20, 1 << 14) if not cfg.quick else (1 << 14, 1 << 8)
+    base = rng.standard_normal(m, dtype=np.float32)
+    src = rng.standard_normal(n, dtype=np.float32)
+    idx = rng.integers(0, m, n).astype(np.int32)
+    row = Row(f"scatter_reduce amax: {n} into {m}")
+    zb, zi, zs = Tensor(base).realize(), Tensor(idx).realize(), Tensor(src).realize()
+
+    def np_amax() -> np.ndarray:
+        out = base.copy()
+        np.maximum.at(out, idx, src)
+        return out
+
+    fns: dict[str, Callable[[], Any]] = {
+        "zeptograd": lambda: zb.scatter_reduce(0, zi, zs, "amax").realize(),
+        "numpy": np_amax,
+    }
+    if torch is not None:
+        tb, ti, ts = to_torch(base), torch.from_numpy(idx.astype(np.int64)), to_torch(src)
+        fns["torch"] = lambda: tb.scatter_reduce(0, ti, ts, "amax")
+    warm = run_row(row, fns, cfg)
+    check_zg(row, warm["zeptograd"], np_amax(), rtol=0.0, atol=0.0)
+    yield row
+
+
 def cache_files(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
@@ -685,6 +714,7 @@ BENCH_FNS: dict[str, Callable[[Config, np.random.Generator], Iterator[Row]]] = {
     "setitem": bench_setitem,
     "gather": bench_gather,
     "select": bench_select,
+    "scatter": bench_scatter,
     "compile": bench_compile,
 }
 

@@ -726,11 +726,12 @@ def test_a_selection_by_a_mask_is_a_scatter_not_a_loop_over_the_selected_and_the
     np.testing.assert_array_equal(out.numpy(), SELECTIONS[name][1](a, m))
 
 
-@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
-def test_scatter_reduce_sums_are_scatters_not_loops_over_positions_and_indices(reduce: str, include_self: bool):
-    # the sum (and the count) each position receives is a one-hot sum over the index for every position; stored on
-    # its own it runs as a scatter in index order, as torch's CPU scatter_add does (bit for bit without self)
+def test_scatter_reduce_is_a_scatter_not_a_loop_over_positions_and_indices(reduce: str, include_self: bool):
+    # what each position receives (a sum, a count, a product, a maximum) is a one-hot reduction over the index for
+    # every position; stored on its own it runs as a scatter in index order, as torch's CPU scatter_reduce does: bit
+    # for bit without self (a product's rounding too), and a maximum or minimum always
     import torch
 
     from zeptograd.codegen.closedform import fold_closed_forms, scatters
@@ -739,6 +740,8 @@ def test_scatter_reduce_sums_are_scatters_not_loops_over_positions_and_indices(r
     n, m = 20000, 3000
     idx = rng.integers(0, m, (n, 2))
     src = rng.standard_normal((n, 2)).astype(np.float32)
+    if reduce == "prod":  # about 7 factors a position: near 1, so that a product neither overflows nor vanishes
+        src = (1 + src / 8).astype(np.float32)
     base = rng.standard_normal((m, 2)).astype(np.float32)
     out = Tensor(base).scatter_reduce(0, Tensor(idx.astype(np.int32)), Tensor(src), reduce, include_self=include_self)
     items, _ = create_schedule([out.uop], ["CPU"])
@@ -746,7 +749,7 @@ def test_scatter_reduce_sums_are_scatters_not_loops_over_positions_and_indices(r
     assert max(math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.RANGE) for ast in asts) <= 2 * n * 2
     assert sum(scatters(ast) for ast in asts) >= 1
     want = torch.tensor(base).scatter_reduce(0, torch.tensor(idx), torch.tensor(src), reduce, include_self=include_self)
-    if reduce == "sum" and not include_self:
+    if reduce in ("amax", "amin") or (reduce in ("sum", "prod") and not include_self):
         np.testing.assert_array_equal(out.numpy(), want.numpy())
     else:
         np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)

@@ -468,6 +468,43 @@ def test_scatter_reduce_vs_torch(reduce: str, include_self: bool, dtype: DType):
     check(out, want.numpy(), dtype, rtol=1e-6 if reduce == "mean" and dtype == dtypes.float32 else 0.0)
 
 
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("device", DEVICES)
+def test_scatter_reduce_special_values_vs_torch(reduce: str, include_self: bool, device: str):
+    # NaN, inf and -inf sent to a position and in self: a maximum's NaN wins, inf * 0 is NaN (the scatter that runs
+    # these combines the values as the reduction it replaces does: closedform.scatter_form)
+    torch = _torch()
+    nan, inf = float("nan"), float("inf")
+    a = np.array([[1.0, -2.0, 3.0], [nan, 4.0, -inf], [5.0, 6.0, 7.0], [0.5, inf, -1.0]], np.float32)
+    src = np.array([[2.0, nan, -inf], [-3.0, 1.0, 2.0], [inf, -1.0, 0.5], [4.0, 0.0, nan], [-inf, 2.0, 8.0]], "f")
+    idx = np.array([[0, 1, 3], [0, 1, 1], [3, 3, 1], [0, 1, 1], [3, 0, 1]], np.int64)  # row 2 never hit
+    want = torch.tensor(a).scatter_reduce(0, torch.tensor(idx), torch.tensor(src), reduce, include_self=include_self)
+    x, i, s = (Tensor(v, device=device) for v in (a, idx, src))
+    np.testing.assert_array_equal(x.scatter_reduce(0, i, s, reduce, include_self=include_self).numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "float16", "int64"])
+def test_scatter_reduce_narrow_and_wide_dtypes_vs_torch(reduce: str, dtype: str):
+    # int8 products wrap as torch's do (zeptograd multiplies small integers in int32: the same low bits); uint8's
+    # minimum is a maximum of the values in reversed order (~x, not -x); float16's product is taken in float32
+    torch = _torch()
+    rng = np.random.default_rng(21)
+    a = rng.integers(0, 12, (6, 5)).astype(dtype)
+    src = rng.integers(0, 12, (30, 4)).astype(dtype)
+    idx = rng.integers(0, 5, (30, 4))  # row 5 never hit, nor column 4 (the index is narrower than self)
+    ta, ti, ts = torch.tensor(a), torch.tensor(idx), torch.tensor(src)
+    for include_self in (True, False):
+        want = ta.scatter_reduce(0, ti, ts, reduce, include_self=include_self)
+        out = Tensor(a).scatter_reduce(0, Tensor(idx), Tensor(src), reduce, include_self=include_self)
+        assert out.dtype == getattr(dtypes, dtype)
+        if dtype == "float16" and reduce == "prod":  # torch multiplies in float16, rounding at each step
+            np.testing.assert_allclose(out.numpy().astype(np.float32), want.float().numpy(), rtol=1e-2)
+        else:
+            np.testing.assert_array_equal(out.numpy(), want.numpy())
+
+
 def test_scatter_reduce_dim1_python():
     torch = _torch()
     a = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], np.float32)

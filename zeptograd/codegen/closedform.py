@@ -112,23 +112,26 @@ def _picked(red: UOp, cond: UOp, v: UOp, zero: UOp) -> UOp | None:
 
 
 def _cast_into_pick(red: UOp) -> UOp | None:
-    """A sum of cast(where(c, v, 0)) as the sum of where(c, cast(v), 0): a pick of small integers summed in a
-    wider accumulator (int8 values, an int32 sum) is a pick of the widened values. None for any other node."""
-    if red.op is not Ops.REDUCE or red.arg is not Ops.ADD or (cast := red.src[0]).op is not Ops.CAST:
+    """A sum of cast(where(c, v, 0)) as the sum of where(c, cast(v), 0), and a product of cast(where(c, v, 1)) as
+    the product of where(c, cast(v), 1): a pick of small integers reduced in a wider accumulator (int8 values, an
+    int32 sum) is a pick of the widened values. None for any other node (a maximum's least value is not the wider
+    dtype's)."""
+    if red.op is not Ops.REDUCE or red.arg not in (Ops.ADD, Ops.MUL) or (cast := red.src[0]).op is not Ops.CAST:
         return None
-    if cast.src[0].op is not Ops.WHERE or (zero := cast.src[0].src[2]).op is not Ops.CONST or zero.arg != 0:
+    identity = 0 if red.arg is Ops.ADD else 1
+    if cast.src[0].op is not Ops.WHERE or (other := cast.src[0].src[2]).op is not Ops.CONST or other.arg != identity:
         return None
     cond, v = cast.src[0].src[:2]
-    return red.replace(src=(cond.where(v.cast(cast.dtype), cast.const_like(0)), *red.src[1:]))
+    return red.replace(src=(cond.where(v.cast(cast.dtype), cast.const_like(identity)), *red.src[1:]))
 
 
 closed_forms = PatternMatcher(
     [
-        # sum over r of cast(where(c, v, 0)) -> sum over r of where(c, cast(v), 0)
+        # sum over r of cast(where(c, v, 0)) -> sum over r of where(c, cast(v), 0); a product's 1 likewise
         (
             UPat(Ops.REDUCE, src=(UPat(Ops.CAST, src=(UPat(Ops.WHERE),)),), allow_any_len=True, name="red"),
             _cast_into_pick,
-            "sum of a cast pick -> sum of a pick of the cast",
+            "reduction of a cast pick -> reduction of a pick of the cast",
         ),
         # sum over r of where(k < r + y, v, 0) -> v * (n - clamp(k - y + 1, 0, n)); likewise r + y < k
         (
@@ -174,23 +177,36 @@ def fold_closed_forms(sink: UOp) -> UOp:
     if not any(u.op is Ops.REDUCE for u in sink.toposort()):
         return sink
     sink = graph_rewrite(sink, closed_forms, name="closed forms")
-    if any(_one_hot_sum(u) for u in sink.toposort()):
+    if any(_one_hot_reduce(u) for u in sink.toposort()):
         sink = graph_rewrite(sink, symbolic, name="simplify counts")
         sink = graph_rewrite(sink, picks, name="one-hot picks")
     return sink
 
 
-def _one_hot_sum(u: UOp) -> bool:
-    """Is `u` a sum (over one loop or more) of `where(x == y, v, 0)`, or an integer maximum of
-    `where(x == y, v, least)` (least: the dtype's least value, the identity of max)?"""
+def _identity_of(red: UOp) -> float | int | None:
+    """The identity of reduction `red`'s op in its dtype (0 for a sum, 1 for a product, the least value for a
+    maximum: -inf for floats), None for any other op."""
+    if red.arg is Ops.ADD:
+        return 0
+    if red.arg is Ops.MUL:
+        return 1
+    return dtypes.min(red.dtype) if red.arg is Ops.MAX else None
+
+
+def _one_hot_reduce(u: UOp) -> bool:
+    """Is `u` a reduction (over one loop or more) of `where(x == y, v, identity)`: a sum of `where(x == y, v, 0)`,
+    a product of `where(x == y, v, 1)` or a maximum of `where(x == y, v, least)` (least: the dtype's least value,
+    -inf for floats)?"""
     if u.op is not Ops.REDUCE or len(u.src) < 2 or u.src[0].op is not Ops.WHERE or u.src[0].src[0].op is not Ops.CMPEQ:
         return False
     other = u.src[0].src[2]
-    if other.op is not Ops.CONST:
-        return False
-    if u.arg is Ops.ADD:
-        return other.arg == 0
-    return u.arg is Ops.MAX and dtypes.is_int(u.dtype) and other.arg == dtypes.min(u.dtype)
+    return other.op is Ops.CONST and (identity := _identity_of(u)) is not None and other.arg == identity
+
+
+# how a scatter combines an element with a value sent to it, by the reduction it runs. The values come in the
+# reduction's order, so a product rounds as the reduction does, and a maximum's NaN wins either way (the reduction's
+# max(acc, least) at a miss keeps a NaN too)
+_COMBINE = {Ops.ADD: UOp.__add__, Ops.MUL: UOp.__mul__, Ops.MAX: UOp.maximum}
 
 
 def scatters(ast: UOp) -> bool:
@@ -208,20 +224,21 @@ def scatter_form(ast: UOp) -> tuple[UOp, UOp] | None:
 
         out[r, e] = sum_b where(a(b) == r + c, v(b, e), 0) -> out[a(b) - c, e] += v(b, e) where 0 <= a(b) - c < n
 
-    That is O(b * e) work instead of O(r * e * b). An integer maximum of `where(a(b) == r + c, v, least)` is one too
-    (`out = max(out, v)`, from least). Returns the scatter and the value to fill the output with first (0, least);
-    None when the kernel is not of that form."""
+    That is O(b * e) work instead of O(r * e * b). A maximum of `where(a(b) == r + c, v, least)` is one too (`out =
+    max(out, v)`, from least: -inf for floats), and a product of `where(a(b) == r + c, v, 1)` (`out *= v`, from 1):
+    torch's scatter_reduce "amax", "amin" and "prod". Returns the scatter and the value to fill the output with
+    first (the reduction's identity); None when the kernel is not of that form."""
     top = ast.src[0] if ast.op is Ops.SINK and len(ast.src) == 1 else None
     if top is None or top.op is not Ops.END or top.src[0].op is not Ops.STORE:
         return None
     value = top.src[0].src[1]
     widened = _cast_into_pick(value)
-    if not _one_hot_sum(value if widened is None else widened):
+    if not _one_hot_reduce(value if widened is None else widened):
         return None
     ast = fold_closed_forms(ast)  # the arange (a count) simplified to r + c
     top = ast.src[0]
     store, ranges = top.src[0], top.src[1:]
-    if store.op is not Ops.STORE or not _one_hot_sum(store.src[1]) or len(store.src[0].src) != 2:
+    if store.op is not Ops.STORE or not _one_hot_reduce(store.src[1]) or len(store.src[0].src) != 2:
         return None
     red = store.src[1]
     (cond, v, zero), bs = red.src[0].src, red.src[1:]
@@ -236,7 +253,7 @@ def scatter_form(ast: UOp) -> tuple[UOp, UOp] | None:
             buf, index = store.src[0].src
             target = buf.index(index.substitute(pick), inside)
             old, new = target.load(zero), v.substitute(pick)
-            added = target.store(old + new if red.arg is Ops.ADD else old.maximum(new))
+            added = target.store(_COMBINE[red.arg](old, new))
             loops = (*(x for x in ranges if x is not r), *bs)
             body = UOp(Ops.END, dtypes.void, (added, *loops)).sink()
             return graph_rewrite(body, symbolic, name="scatter").replace(arg=ast.arg), zero

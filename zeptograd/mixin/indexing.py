@@ -567,15 +567,18 @@ class IndexingMixin:
                 mean = _floor_div(num.cast(dtypes.int64 if dt.itemsize == 8 else dtypes.int32), cnt.maximum(1)).cast(dt)
             return hit.where(mean, self)
         if reduce == "prod":
-            total = self._pad_to_self(dim, eq.where(s, 1).prod(dim).cast(dt), 1)
+            total = self._pad_to_self(dim, eq.where(s, 1).prod(dim).contiguous().cast(dt), 1)
             return (self * total).cast(dt) if include_self else hit.where(total, self)
         if idx.shape[dim] == 0:
             return self._fresh()
+        # with self, a position nothing is sent to is max(self, least) = self (a NaN stays): no count is needed
         if reduce == "amax":
-            m = self._pad_to_self(dim, eq.where(s, dtypes.min(dt)).max(dim))
-            return hit.where(self.maximum(m) if include_self else m, self)
-        m = self._pad_to_self(dim, eq.where(s, dtypes.max(dt)).min(dim))
-        return hit.where(self.minimum(m) if include_self else m, self)
+            m = self._pad_to_self(dim, eq.where(s, dtypes.min(dt)).max(dim).contiguous(), dtypes.min(dt))
+            return self.maximum(m) if include_self else hit.where(m, self)
+        # the least value as the maximum of the values in reversed order (Tensor.min), its one-hot pick a maximum's
+        m = eq.where(s._order_reversed(), dtypes.min(dt)).max(dim).contiguous()._order_reversed()
+        m = self._pad_to_self(dim, m, dtypes.max(dt))
+        return self.minimum(m) if include_self else hit.where(m, self)
 
     def _fresh(self) -> Tensor:
         """self's value as a new graph node (so assigning to the result cannot write self's buffer)."""
