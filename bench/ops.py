@@ -42,8 +42,9 @@ Benchmarks (float32 throughout; all three libraries get the same inputs):
            network's max aggregation; numpy: `np.maximum.at` on a copy).
 9. compile first-call time of kernels no cache has seen (a fresh ZEPTOGRAD_CACHE_DIR, and a different
            expression each trial): build, schedule, generate code, compile and run. The notes give the time of
-           the same expression's second call (cache hit), so cold - warm is about the compile cost. zeptograd
-           only.
+           the same expression's second call (cache hit), so cold - warm is about the compile cost, and the
+           time of the last expression with new constants (the first of them compiles once more: then the
+           kernel reads its constants from a buffer). zeptograd only.
 
 How zeptograd is timed: inputs are realized before timing; each timed run builds the lazy expression and calls
 `.realize()` (kernels run synchronously on the CPU); one untimed warm-up run comes first (compiles). numpy and
@@ -602,6 +603,7 @@ def bench_compile(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
     row = Row(f"compile: first call, {cfg.compile_trials} new kernels")
     cold: list[float] = []
     warm: list[float] = []
+    new_consts: list[float] = []
     verdict = "ok"
     try:
         # one unrelated kernel first, so one-time setup (finding the compiler, first imports) is not counted
@@ -629,6 +631,13 @@ def bench_compile(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
                 want = np.maximum(want * np.float32(k) + np.float32(c), 0)
             if verdict == "ok":
                 verdict = check_close(out.numpy(), want.astype(np.float32), rtol=1e-5, atol=1e-6)
+        # the last structure again with new constants: the first compiles the program that reads them from a
+        # buffer (engine/constants.py), the others reuse it
+        for _ in range(cfg.compile_trials + 1):
+            consts = [(trial_rng.uniform(0.5, 2.0), trial_rng.uniform(-1.0, 1.0)) for _ in consts]
+            t0 = time.perf_counter()
+            build(x, consts).realize()
+            new_consts.append(time.perf_counter() - t0)
     except Exception as e:
         row.notes.append(f"zeptograd failed: {type(e).__name__}: {e}"[:100])
         traceback.print_exc(file=sys.stderr)
@@ -636,6 +645,9 @@ def bench_compile(cfg: Config, rng: np.random.Generator) -> Iterator[Row]:
         row.times["zeptograd"] = statistics.median(cold)
         row.notes.insert(0, verdict)
         row.notes.append(f"second call {fmt_time(statistics.median(warm))}")
+        if new_consts:
+            first, rest = new_consts[0], new_consts[1:]
+            row.notes.append(f"new constants {fmt_time(statistics.median(rest))} (the first {fmt_time(first)})")
         row.notes.append(f"cold {'/'.join(fmt_time(t) for t in cold)}")
     if cache_files(_CACHE_DIR) == 0:
         row.notes.append("ZEPTOGRAD_CACHE_DIR is still empty")

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from zeptograd.codegen import ProgramSpec, get_program
 from zeptograd.dtype import dtypes
+from zeptograd.engine.constants import CONST_BUFFERS_KEPT, LIFTING_DEVICES, constant_buffer, lift_constants
 from zeptograd.engine.memory import can_share, plan_memory
 from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
 from zeptograd.runtime.buffer import buffer_for
@@ -97,33 +98,72 @@ lazy_tensors = TensorRefs()
 # appended to it as (runner, its buffers, program or None for a copy), so that a capture can replay them
 capturing: list[tuple[Any, list[Any], ProgramSpec | None]] | None = None
 _programs: dict[tuple[str, UOp, int, int, int], tuple[ProgramSpec, Any]] = {}
+# kernels whose constants come from a buffer (engine/constants.py): a kernel AST -> the program of its structure, its
+# runner and the buffer of its values (bounded: a loop over new constants makes a new AST at each step)
+_lifted: dict[tuple[str, UOp, int, int, int], tuple[ProgramSpec, Any, tuple[Any, ...]]] = {}
+# the structures (kernel ASTs with their constants lifted) -> the kernel that was compiled with its constants in
+# its code (the first of each structure)
+_baked: dict[tuple[str, UOp, int, int, int], UOp] = {}
 
 
-def compiled(device: str, ast: UOp) -> tuple[ProgramSpec, Any]:
+def _compile(device: str, ast: UOp) -> tuple[ProgramSpec, Any]:
+    dev = Device[device]
+    program = get_program(ast, dev.renderer)
+    if DEBUG >= 4:
+        print(program.src)
+    if DEBUG >= 5:
+        print(render_listing(program.uops))
+    return program, dev.runner(program)
+
+
+def _structure_seen(device: str, ast: UOp, flags: tuple[int, int, int]) -> tuple[UOp, tuple[float, ...]] | None:
+    """`ast` with its constants lifted, and their values, when its structure was compiled (or is to be) with other
+    constants in the code: then it takes the lifted program. Else None: the first kernel of its structure (noted
+    here) keeps its constants in its code."""
+    if device not in LIFTING_DEVICES:
+        return None
+    lifted, values = lift_constants(ast)
+    if not values:
+        return None
+    first = _baked.setdefault((device, lifted, *flags), ast)
+    return None if first is ast else (lifted, values)
+
+
+def compiled(device: str, ast: UOp) -> tuple[ProgramSpec, Any, tuple[Any, ...]]:
     """The program and runner of a kernel AST on a device, compiled on first use (and again when the flags that
-    choose its plan change)."""
-    key = (device, ast, NOOPT.value, BEAM.value, THREADS.value)
-    if key not in _programs:
-        dev = Device[device]
-        program = get_program(ast, dev.renderer)
-        if DEBUG >= 4:
-            print(program.src)
-        if DEBUG >= 5:
-            print(render_listing(program.uops))
-        _programs[key] = (program, dev.runner(program))
-    return _programs[key]
+    choose its plan change), and the buffers to pass after the kernel's own: none, or its constants
+    (engine/constants.py) where a kernel of its structure was compiled with other constants before."""
+    flags = (NOOPT.value, BEAM.value, THREADS.value)
+    key = (device, ast, *flags)
+    if (program_run := _programs.get(key)) is not None:
+        return (*program_run, ())
+    if (hit := _lifted.get(key)) is not None:
+        return hit
+    if (seen := _structure_seen(device, ast, flags)) is None:
+        _programs[key] = _compile(device, ast)
+        return (*_programs[key], ())
+    lifted, values = seen
+    structure = (device, lifted, *flags)
+    if structure not in _programs:
+        _programs[structure] = _compile(device, lifted)
+    if len(_lifted) >= CONST_BUFFERS_KEPT:
+        _lifted.clear()
+    _lifted[key] = (*_programs[structure], (constant_buffer(device, values),))
+    return _lifted[key]
 
 
 def compile_schedule(items: Iterable[ScheduleItem]) -> None:
     """Compile the kernels of `items` that are not compiled yet, on each device all at once where the device can
-    (the CPU compiles them as one file: one gcc run instead of one a kernel)."""
+    (the CPU compiles them as one file: one gcc run instead of one a kernel). A kernel whose structure was compiled
+    with other constants is left to `compiled`, which gives it the program that reads them from a buffer."""
     todo: dict[tuple, tuple[str, UOp]] = {}
     flags = (NOOPT.value, BEAM.value, THREADS.value)
     for item in items:
         if item.ast is not None:
             device = item.bufs[0].arg[1]
             key = (device, item.ast, *flags)
-            if key not in _programs:
+            new = key not in _programs and key not in _lifted and key not in todo
+            if new and _structure_seen(device, item.ast, flags) is None:
                 todo[key] = (device, item.ast)
     if len(todo) < 2:
         return  # one kernel: compiled() does it when it runs
@@ -149,9 +189,11 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
             copy_buffers(bufs)
             continue
         device = bufs[0].device
-        program, run = compiled(device, item.ast)
+        program, run, extra = compiled(device, item.ast)
         for b in bufs:
             b.allocate()
+        if extra:
+            bufs.extend(extra)
         start = time.perf_counter()
         run(bufs)
         if capturing is not None:
