@@ -603,14 +603,15 @@ def test_a_gather_reads_the_picked_element_without_a_loop_over_the_table(name: s
     np.testing.assert_array_equal(out.numpy(), theirs(t, idx))
 
 
-def _table_grads(name: str, rng: np.random.Generator) -> tuple[Tensor, np.ndarray]:
-    """(zeptograd's lazy gradient of a gather from a (3000, 8) table, np.add.at's sum of the same rows)."""
+def _table_grads(name: str, rng: np.random.Generator, cols: int = 50) -> tuple[Tensor, np.ndarray]:
+    """(zeptograd's lazy gradient of a gather of (6, cols) rows from a (3000, 8) table, np.add.at's sum of the same
+    rows)."""
     from zeptograd.nn import Embedding
 
     table = rng.standard_normal((3000, 8)).astype(np.float32)
-    idx = rng.integers(-3000, 3000, (6, 50))
+    idx = rng.integers(-3000, 3000, (6, cols))
     idx[0, :6] = [5, 5, 5, -1, 2999, 4000]  # repeats, a negative index, one out of range
-    g = rng.standard_normal((6, 50, 8)).astype(np.float32)
+    g = rng.standard_normal((6, cols, 8)).astype(np.float32)
     rows = np.where(idx < 0, idx + 3000, idx)
     inside = (rows >= 0) & (rows < 3000)
     want = np.zeros_like(table)
@@ -626,14 +627,18 @@ def _table_grads(name: str, rng: np.random.Generator) -> tuple[Tensor, np.ndarra
     return t.grad, want
 
 
+@pytest.mark.parametrize("cols", [50, 3000])
 @pytest.mark.parametrize("name", ["Embedding", "t[idx]"])
-def test_the_gradient_of_a_gather_is_a_scatter_not_a_loop_over_the_table(name: str):
+def test_the_gradient_of_a_gather_is_a_scatter_not_a_loop_over_the_table(name: str, cols: int):
     # dW[r] = sum over b of where(idx[b] == r, g[b], 0) runs as zeros, then one pass over b adding g[b] into row
     # idx[b] (closedform.scatter_form): no kernel keeps a reduction, and the sum's order is b's, so the result is
-    # np.add.at's bit for bit (repeated indices, a negative one and one out of range included)
+    # np.add.at's bit for bit (repeated indices, a negative one and one out of range included). 18000 indices are
+    # more than a float sum adds in one stage (SPLIT_SUM): the gradient's sum is still one (gradient._sum_to)
     from zeptograd.codegen.closedform import fold_closed_forms, scatters
+    from zeptograd.mixin.reduce import SPLIT_SUM
 
-    grad, want = _table_grads(name, np.random.default_rng(9))
+    assert cols < SPLIT_SUM < 6 * 3000
+    grad, want = _table_grads(name, np.random.default_rng(9), cols)
     items, _ = create_schedule([grad.uop], ["CPU"])
     asts = [fold_closed_forms(item.ast) for item in items if item.ast is not None]
     assert not any(u.op is Ops.REDUCE for ast in asts for u in ast.toposort())
@@ -724,6 +729,29 @@ def test_a_selection_by_a_mask_is_a_scatter_not_a_loop_over_the_selected_and_the
         < 2 * a.size * SCAN_BLOCK
     )
     np.testing.assert_array_equal(out.numpy(), SELECTIONS[name][1](a, m))
+
+
+@pytest.mark.parametrize("name", ["masked_select", "x[mask]"])
+def test_the_gradient_of_a_long_selection_is_a_pick_not_a_loop_over_the_selected(name: str):
+    # d x[i] = sum over k of where(pos[i] == k, g[k], 0): one k at most, a read of g at pos[i] when the sum is one
+    # stage; over more selected elements than a float sum adds in one stage (SPLIT_SUM) it was two, a loop over
+    # (k, i) pairs (2^17 elements: 12 s), and the forward's count was stored, so its scatter was a loop too
+    from zeptograd.codegen.closedform import fold_closed_forms
+    from zeptograd.mixin.reduce import SCAN_BLOCK, SPLIT_SUM
+
+    rng = np.random.default_rng(15)
+    a = rng.standard_normal(1 << 16).astype(np.float32)
+    assert (a > 0).sum() > SPLIT_SUM
+    x = Tensor(a, requires_grad=True)
+    y = x.masked_select(x > 0) if name == "masked_select" else x[x > 0]
+    (y * y).sum().backward()
+    items, _ = create_schedule([x.grad.uop], ["CPU"])
+    asts = [fold_closed_forms(i.ast) for i in items if i.ast is not None]
+    assert (
+        max(math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.RANGE) for ast in asts)
+        < 2 * a.size * SCAN_BLOCK
+    )
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(a > 0, 2 * a, 0))
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "amax", "amin"])
