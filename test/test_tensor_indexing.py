@@ -159,6 +159,9 @@ GETITEM = [
     I[:, M([False, True, True, False])],
     I[[True, False, True], 1],
     I[1, M([True] * 4), 2],
+    # a mask over every axis: masked_select's scatter of the values
+    I[M((np.arange(60).reshape(3, 4, 5) % 3 == 0).tolist())],
+    I[M(np.zeros((3, 4, 5), bool).tolist())],
 ]
 
 
@@ -175,7 +178,16 @@ def test_getitem_table_python(idx: Any):
 
 
 @pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.bool, dtypes.float16])
-@pytest.mark.parametrize("idx", [I[1, ::-2], I[[0, 2], 1:3], I[T([[1, -1]]), None, T([0])], I[M([True, False, True])]])
+@pytest.mark.parametrize(
+    "idx",
+    [
+        I[1, ::-2],
+        I[[0, 2], 1:3],
+        I[T([[1, -1]]), None, T([0])],
+        I[M([True, False, True])],
+        I[M((np.arange(60).reshape(3, 4, 5) % 7 < 3).tolist())],
+    ],
+)
 def test_getitem_dtypes(dtype: DType, idx: Any):
     a = data((3, 4, 5), dtype, seed=1)
     check(Tensor(a)[zg_index(idx, Device.DEFAULT)], a[np_index(idx)], dtype)
@@ -191,7 +203,17 @@ VIEWS = {
 
 
 @pytest.mark.parametrize("view", VIEWS)
-@pytest.mark.parametrize("idx", [I[::-1, 1:3], I[..., ::-2], I[1, [0, 3], ::2], I[T([2, 0]), :, T([1, 1])]], ids=repr)
+@pytest.mark.parametrize(
+    "idx",
+    [
+        I[::-1, 1:3],
+        I[..., ::-2],
+        I[1, [0, 3], ::2],
+        I[T([2, 0]), :, T([1, 1])],
+        I[M((np.arange(60).reshape(3, 4, 5) % 4 == 1).tolist())],
+    ],
+    ids=repr,
+)
 def test_getitem_noncontiguous(view: str, idx: Any):
     a = data((3, 4, 5), dtypes.float32, seed=2)
     x = VIEWS[view](a)

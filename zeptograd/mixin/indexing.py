@@ -325,6 +325,10 @@ class IndexingMixin:
         [5, 0]
         """
         op = "__getitem__"
+        if isinstance(index, type(self)) and dtypes.is_bool(index.dtype) and index.ndim and index.shape == self.shape:
+            # a mask over every axis selects elements: the values themselves are scattered to their running count,
+            # without their coordinates and a gather (x[x > 0] on 2^20 floats: 16.7-18.2 -> 12.6-14.4 ms)
+            return self.masked_select(index)
         basic, adv, _ = self._plan(index, op)
         view = basic.apply(self)
         if adv is None:
@@ -673,11 +677,14 @@ class IndexingMixin:
                 return (self.zeros(size, dtype=dtypes.int32, device=self.device),)
             return self.zeros(size, 0, dtype=dtypes.int32, device=self.device)
         flat = _scattered_sum(sel.where(i, 0), 1).reshape(size, 1)  # the flat position of each selected element
-        # divisors are never 0 (an empty tensor has no nonzeros: every row is fill_value), as IDIV/MOD by 0 traps
-        strides = [max(math.prod(self.shape[d + 1 :]), 1) for d in range(self.ndim)]
-        st = type(self)(strides, dtype=dtypes.int32, device=self.device).reshape(1, self.ndim)
-        sh = type(self)([max(s, 1) for s in self.shape], dtype=dtypes.int32, device=self.device).reshape(1, self.ndim)
-        coords = _floor_mod(_floor_div(flat, st), sh)
+        # one column an axis, its stride and size constants (a division by a constant is a multiply, and by 1 none:
+        # as tensors they were loads, and two integer divisions an element); never 0, an empty tensor has no
+        # nonzeros (every row is fill_value), and IDIV/MOD by 0 traps
+        cols = [
+            _floor_mod(_floor_div(flat, max(math.prod(self.shape[d + 1 :]), 1)), max(n, 1))
+            for d, n in enumerate(self.shape)
+        ]
+        coords = cols[0].cat(*cols[1:], dim=1) if len(cols) > 1 else cols[0]
         k = self.arange(size, dtype=dtypes.int32, device=self.device).reshape(size, 1)
         out = (k < count).where(coords, fill)._broadcast_to((size, self.ndim)).cast(dtypes.int32)
         if as_tuple:
