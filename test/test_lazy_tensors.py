@@ -123,6 +123,31 @@ def test_a_realize_walks_only_the_lazy_graphs_that_can_hold_what_it_computed(mon
         np.testing.assert_array_equal(t.numpy(), (x + 1) * 2)
 
 
+def test_a_realize_does_not_walk_the_base_its_result_moves(monkeypatch) -> None:
+    # `y = b.T` keeps b alive as its base: b lies below y, so it cannot hold y and is not walked; b is still right
+    # afterwards
+    from zeptograd.uop.ops import UOp
+
+    rng = np.random.default_rng(2)
+    an = rng.standard_normal((5, 7)).astype(np.float32)
+    table = rng.standard_normal((50, 4)).astype(np.float32)
+    idx = rng.integers(0, 50, 9).astype(np.int32)
+    ((Tensor(an) + 1).T.realize(), Tensor(table)[Tensor(idx)].realize())  # scheduled once: later, replayed
+    walked: list[int] = []
+    substitute = UOp.substitute
+    monkeypatch.setattr(UOp, "substitute", lambda u, *args: walked.append(id(u)) or substitute(u, *args))
+    b = Tensor(an) + 1
+    y = b.T
+    g = Tensor(table)[Tensor(idx)]  # a permute of the gather's sum
+    bases = {id(b.uop), *(id(u) for u in g.uop.src)}
+    y.realize()
+    g.realize()
+    assert not bases & set(walked)
+    np.testing.assert_array_equal(y.numpy(), (an + 1).T)
+    np.testing.assert_array_equal(b.numpy(), an + 1)
+    np.testing.assert_array_equal(g.numpy(), table[idx])
+
+
 def test_a_realized_node_that_reads_no_buffer_is_replaced_in_every_graph() -> None:
     # an arange reads no buffer: no graph can be skipped, and its readers read its buffer afterwards
     r = Tensor.arange(8) * 3

@@ -441,6 +441,16 @@ def schedule(
     return items, views
 
 
+def _chain_below(v: UOp, most: int = 8) -> set[int]:
+    """The ids of the nodes under `v` along its chain of single sources (movement ops, a cast): each lies below v in
+    the graph, so it cannot hold v (ids: `==` on UOps builds a comparison)."""
+    chain: set[int] = set()
+    while len(v.src) == 1 and len(chain) < most:
+        v = v.src[0]
+        chain.add(id(v))
+    return chain
+
+
 def realize(tensors: Iterable[Lazy]) -> None:
     """Compute every tensor of `tensors` that is not a buffer yet, in one schedule."""
     pending = [t for t in tensors if buffer_of(t.uop) is None]
@@ -469,12 +479,18 @@ def realize(tensors: Iterable[Lazy]) -> None:
     wanted = [v.leaf_bits() for v in views]
     filtered = all(wanted)
     common = functools.reduce(operator.and_, wanted, -1)  # the bits of every realized node: a first, cheaper test
+    # nor can a graph below a realized node hold it: the base it moves (`x[idx]` is a permute of the gather, `y.T` of
+    # y), which a view keeps alive (x[idx] on a (65536, 64) table: its realize 170 -> 125 us)
+    below = [_chain_below(v) for v in views]
     for t in lazy_tensors.tensors():
         u = t.uop
         if (v := views.get(u)) is not None:
             t.uop = v  # the common case, a realized root: no walk
         elif buffer_of(u) is None:
-            if filtered and ((have := u.leaf_bits()) & common != common or all(have & b != b for b in wanted)):
+            have = u.leaf_bits() if filtered else 0
+            if filtered and have & common != common:
+                continue
+            if all(id(u) in low or (filtered and have & b != b) for b, low in zip(wanted, below)):
                 continue
             t.uop = u.substitute(views, cache)
         if buffer_of(t.uop) is not None:
