@@ -14,6 +14,7 @@ False
 
 from __future__ import annotations
 
+from zeptograd.codegen.lowering import accumulate, identity_element
 from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
@@ -118,11 +119,13 @@ def _cast_into_pick(red: UOp) -> UOp | None:
     dtype's)."""
     if red.op is not Ops.REDUCE or red.arg not in (Ops.ADD, Ops.MUL) or (cast := red.src[0]).op is not Ops.CAST:
         return None
-    identity = 0 if red.arg is Ops.ADD else 1
-    if cast.src[0].op is not Ops.WHERE or (other := cast.src[0].src[2]).op is not Ops.CONST or other.arg != identity:
+    if cast.src[0].op is not Ops.WHERE:
         return None
-    cond, v = cast.src[0].src[:2]
-    return red.replace(src=(cond.where(v.cast(cast.dtype), cast.const_like(identity)), *red.src[1:]))
+    cond, v, other = cast.src[0].src
+    identity = identity_element(red.arg, cast.dtype)
+    if other.op is not Ops.CONST or other.arg != identity.arg:
+        return None
+    return red.replace(src=(cond.where(v.cast(cast.dtype), identity), *red.src[1:]))
 
 
 closed_forms = PatternMatcher(
@@ -183,16 +186,6 @@ def fold_closed_forms(sink: UOp) -> UOp:
     return sink
 
 
-def _identity_of(red: UOp) -> float | int | None:
-    """The identity of reduction `red`'s op in its dtype (0 for a sum, 1 for a product, the least value for a
-    maximum: -inf for floats), None for any other op."""
-    if red.arg is Ops.ADD:
-        return 0
-    if red.arg is Ops.MUL:
-        return 1
-    return dtypes.min(red.dtype) if red.arg is Ops.MAX else None
-
-
 def _one_hot_reduce(u: UOp) -> bool:
     """Is `u` a reduction (over one loop or more) of `where(x == y, v, identity)`: a sum of `where(x == y, v, 0)`,
     a product of `where(x == y, v, 1)` or a maximum of `where(x == y, v, least)` (least: the dtype's least value,
@@ -200,13 +193,8 @@ def _one_hot_reduce(u: UOp) -> bool:
     if u.op is not Ops.REDUCE or len(u.src) < 2 or u.src[0].op is not Ops.WHERE or u.src[0].src[0].op is not Ops.CMPEQ:
         return False
     other = u.src[0].src[2]
-    return other.op is Ops.CONST and (identity := _identity_of(u)) is not None and other.arg == identity
-
-
-# how a scatter combines an element with a value sent to it, by the reduction it runs. The values come in the
-# reduction's order, so a product rounds as the reduction does, and a maximum's NaN wins either way (the reduction's
-# max(acc, least) at a miss keeps a NaN too)
-_COMBINE = {Ops.ADD: UOp.__add__, Ops.MUL: UOp.__mul__, Ops.MAX: UOp.maximum}
+    reduces = u.arg in (Ops.ADD, Ops.MUL, Ops.MAX)
+    return reduces and other.op is Ops.CONST and other.arg == identity_element(u.arg, u.dtype).arg
 
 
 def scatters(ast: UOp) -> bool:
@@ -253,7 +241,9 @@ def scatter_form(ast: UOp) -> tuple[UOp, UOp] | None:
             buf, index = store.src[0].src
             target = buf.index(index.substitute(pick), inside)
             old, new = target.load(zero), v.substitute(pick)
-            added = target.store(_COMBINE[red.arg](old, new))
+            # the reduction's own step, in its order: a product rounds as the reduction does, and a maximum's NaN
+            # wins either way (the reduction's max(acc, least) at a miss keeps a NaN too)
+            added = target.store(accumulate(red.arg, old, new))
             loops = (*(x for x in ranges if x is not r), *bs)
             body = UOp(Ops.END, dtypes.void, (added, *loops)).sink()
             return graph_rewrite(body, symbolic, name="scatter").replace(arg=ast.arg), zero

@@ -50,6 +50,11 @@ def identity_element(op: Ops, dtype: DType) -> UOp:
     return UOp.const(dtype, dtypes.min(dtype.scalar()) if value is None else value)
 
 
+def accumulate(op: Ops, acc: UOp, value: UOp) -> UOp:
+    """A reduction's step: `acc` combined with `value` by `op` (a scatter's step too, closedform.scatter_form)."""
+    return acc.maximum(value) if op is Ops.MAX else acc.alu(op, value)
+
+
 def reduce_to_accumulator(ctx: AccumulatorContext, r: UOp) -> UOp:
     value, ranges = r.src[0], r.src[1:]
     if value not in ctx.blocks:
@@ -62,7 +67,7 @@ def reduce_to_accumulator(ctx: AccumulatorContext, r: UOp) -> UOp:
     init = (acc.after(*outer) if outer else acc).index(zero).store(identity_element(r.arg, r.dtype))
     inside = acc.after(init, *ranges).index(zero)
     current = inside.load()
-    updated = current.maximum(value) if r.arg is Ops.MAX else current.alu(r.arg, value)
+    updated = accumulate(r.arg, current, value)
     end = UOp(Ops.END, dtypes.void, (inside.store(updated), *ranges))
     return acc.after(end).index(zero).load()
 

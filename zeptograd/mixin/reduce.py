@@ -157,13 +157,13 @@ class ReduceMixin:
             return self._float_sum(axis, keepdim, dt)
         return self._reduce(Ops.ADD, axis, keepdim, "sum", dt)
 
-    def _pick_sum(self, axis: int) -> Tensor:
+    def _pick_sum(self, axis: int | tuple[int, ...], keepdim: bool = False) -> Tensor:
         """The sum over `axis` of a one-hot value (`hit.where(x, 0)`) in one stage whatever its length: the codegen
         reads the picked element directly where the hit compares an index with a counter, or runs the sum as a
         scatter where it compares a loaded position with the output's (codegen/closedform.py); a float sum's two
         stages (for precision) would hide either. A pick has one nonzero element; a scatter's sum adds its hits in
         the axis' order, as torch's scatter_add does."""
-        return self._reduce(Ops.ADD, axis, False, "sum", _small_int_acc(self.dtype) or self.dtype)
+        return self._reduce(Ops.ADD, axis, keepdim, "sum", _small_int_acc(self.dtype) or self.dtype)
 
     def _float_sum(self, axis: Any, keepdim: bool, acc: DType) -> Tensor:
         """A float sum over many elements adds in two stages, sums of about sqrt(n) elements each, then their
