@@ -10,8 +10,9 @@ rounds once at the end. Measured against numpy in float64 (long double for float
 about 1.1 ulp (exp2), 0.8 ulp (log2), 0.9 ulp (sin, cos), 1.3 ulp (tan) in float32 over the whole range,
 1.2 / 0.6 / 0.8 / 1.1 ulp in float64; test/test_transcendental.py holds them to 2 ulp.
 
-- `exp2(x)`: x = n + f with n = round(x), |f| <= 1/2 exact; 2**f by a polynomial, 2**n built from its bits in
-  two halves so that neither leaves the normal range and a denormal result rounds once. Special values:
+- `exp2(x)`: x = n + f with n = round(x) (by adding 1.5 * 2**mant: `_round_by_adding`), |f| <= 1/2 exact; 2**f
+  by a polynomial, 2**n built from its bits in two halves so that neither leaves the normal range and a denormal
+  result rounds once. Special values:
   exp2(nan) = nan, exp2(x >= 128) = inf, exp2(x <= -150) = 0 (float32).
 - `log2(x)`: x = 2**e * m with sqrt(1/2) <= m < sqrt(2) (denormals scaled into the normal range first);
   log(m) = log(1+f) = f - f*f/2 + s*(f*f/2 + R(s*s)) with s = f/(2+f) (R is the atanh series); the leading
@@ -259,18 +260,34 @@ def _pow2(n: UOp, fmt: _Format, dt: DType) -> UOp:
 # the decompositions
 
 
+def _round_by_adding(y: UOp, fmt: _Format) -> tuple[UOp, UOp]:
+    """(n, n as an integer) for the integer n nearest y (|y| < 2**(mant - 1)): y + 1.5 * 2**mant rounds to an integer,
+    which sits in the sum's low mantissa bits; the sum's bits minus the constant's are n. Four ops where a floor
+    (truncation, a compare and a select) and a float-to-int conversion took seven; a NaN y gives some integer,
+    and NaN stays NaN in the polynomial it scales."""
+    magic = y.const_like(1.5 * 2.0**fmt.mant)
+    t = y + magic
+    it = _int_like(y, fmt)
+    return _sub(t, magic), _sub(t.bitcast(it), magic.bitcast(it))
+
+
+def _scale(p: UOp, n: UOp, fmt: _Format) -> UOp:
+    """p * 2**n for an integer n from the clamped range of exp or exp2, by two powers of two that are each normal
+    (2**n alone can overflow where p * 2**n does not): the second product overflows to inf or rounds into the
+    denormals, once."""
+    half = n >> 1
+    return p * _pow2(half, fmt, p.dtype) * _pow2(_sub(n, half), fmt, p.dtype)
+
+
 def xexp2(x: UOp) -> UOp:
     """2**x for a float32 or float64 x."""
     fmt = FORMATS[x.dtype.scalar()]
-    it = _int_like(x, fmt)
     lo, hi = -(fmt.bias + fmt.mant + 2), fmt.bias + 2  # 2**lo rounds to 0, 2**hi is inf
     xc = (x < lo).where(x.const_like(lo), (x.const_like(hi) < x).where(x.const_like(hi), x))  # NaN stays NaN
-    n = _floor(xc + 0.5)
+    n, ni = _round_by_adding(xc, fmt)
     f = _sub(xc, n)  # exact: n is the integer nearest xc
     p = f * _poly(f, _EXP2[fmt.dt]) + 1.0
-    ni = (x != x).where(x.const_like(0.0), n).cast(it)  # a NaN cast to int is undefined in C
-    n1 = ni >> 1
-    return p * _pow2(n1, fmt, x.dtype) * _pow2(_sub(ni, n1), fmt, x.dtype)
+    return _scale(p, ni, fmt)
 
 
 # ln2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits: n * LN2_HI is exact for every n exp needs (|n| < 2**11)
@@ -295,25 +312,15 @@ def xexp(x: UOp) -> UOp:
     fmt = FORMATS[x.dtype.scalar()]
     lo, hi = _EXP_RANGE[fmt.dt]
     xc = (x < lo).where(x.const_like(lo), (x.const_like(hi) < x).where(x.const_like(hi), x))  # NaN stays NaN
-    n = _floor(xc * float(_INV_LN2) + 0.5)
-    p = _exp_reduced(xc, n)
-    ni = (x != x).where(x.const_like(0.0), n).cast(_int_like(x, fmt))  # a NaN cast to int is undefined in C
-    n1 = ni >> 1
-    return p * _pow2(n1, fmt, x.dtype) * _pow2(_sub(ni, n1), fmt, x.dtype)
-
-
-_ROUND_F32 = 1.5 * 2.0**23  # y + this rounds y to an integer (|y| < 2**22), kept in the low mantissa bits
+    n, ni = _round_by_adding(xc * float(_INV_LN2), fmt)
+    return _scale(_exp_reduced(xc, n), ni, fmt)
 
 
 def exp_small_f32(y: UOp) -> UOp:
-    """e**y for float32 y in [-80, 80] (NaN stays NaN): `xexp` without its clamps and NaN guard, and with n =
-    round(y/ln2) by the round-to-nearest of an addition (n sits in the low mantissa bits of the sum, so 2**n is
-    two integer ops away). About 20 ops a lane instead of 45; within 2 ulp."""
-    t = y * float(_INV_LN2) + _ROUND_F32
-    p = _exp_reduced(y, _sub(t, _ROUND_F32))
-    it = dtypes.int32.vec(y.dtype.count)
-    n_int = _sub(t.bitcast(it), t.const_like(_ROUND_F32).bitcast(it))
-    return p * ((n_int + 127) << 23).bitcast(y.dtype)
+    """e**y for float32 y in [-80, 80] (NaN stays NaN): `xexp` without its clamps, and with 2**n in one factor
+    (normal for every n this range gives). Within 2 ulp."""
+    n, n_int = _round_by_adding(y * float(_INV_LN2), F32)
+    return _exp_reduced(y, n) * _pow2(n_int, F32, y.dtype)
 
 
 # tanh(a) = a + a**3 * P(a*a) for 0 <= a < TANH_SMALL: a fit made for this file (relative-error least squares on
@@ -350,17 +357,13 @@ _TWO_OVER_LN2_LO = float(2 * _INV_LN2 - Fraction(_TWO_OVER_LN2_HI))
 
 
 def _exp_twice(a: UOp) -> UOp:
-    """e**(2a) for float32 a in [0, 10], where MULACC is fused: 2a/ln2 = n + f with n rounded by an addition (as in
-    `exp_small_f32`) and f by two fused multiply-adds (a*hi - n exact before its one rounding), no Cody-Waite
+    """e**(2a) for float32 a in [0, 10], where MULACC is fused: 2a/ln2 = n + f with n rounded by an addition
+    (`_round_by_adding`) and f by two fused multiply-adds (a*hi - n exact before its one rounding), no Cody-Waite
     reduction: 4 multiplies fewer than `exp_small_f32(2a)`. f's roundings cost e**2a about half an ulp, which
     tanh's 1 - 2/(e**2a + 1) shrinks by 0.6 or more (tanh 8.3 -> 7.0 ns a 16-lane vector on one Zen 4 core)."""
-    t = a.alu(Ops.MULACC, a.const_like(_TWO_OVER_LN2_HI), a.const_like(_ROUND_F32))
-    n = _sub(t, _ROUND_F32)
+    n, n_int = _round_by_adding(a * _TWO_OVER_LN2_HI, F32)
     f = a.alu(Ops.MULACC, a.const_like(_TWO_OVER_LN2_LO), a.alu(Ops.MULACC, a.const_like(_TWO_OVER_LN2_HI), -n))
-    p = f * _poly(f, _EXP2[dtypes.float32]) + 1.0
-    it = dtypes.int32.vec(a.dtype.count)
-    n_int = _sub(t.bitcast(it), t.const_like(_ROUND_F32).bitcast(it))
-    return p * ((n_int + 127) << 23).bitcast(a.dtype)
+    return (f * _poly(f, _EXP2[dtypes.float32]) + 1.0) * _pow2(n_int, F32, a.dtype)
 
 
 def xlog2(x: UOp) -> UOp:
