@@ -336,6 +336,42 @@ def test_step_realizes_buffers():
     assert w.tolist() == [0.0, 0.0]
 
 
+def test_step_computes_the_loss_with_the_gradients(monkeypatch):
+    """A loss that backward() ran from is computed by step() with the gradients, from the weights before the
+    update, and nothing is copied aside for it (read after the step, it needed a copy of every weight it reads);
+    its value and the update are numpy's."""
+    rng = np.random.default_rng(3)
+    xn, yn, wn = (rng.standard_normal(s).astype(np.float32) for s in ((8, 5), (8, 3), (5, 3)))
+    w = Tensor(wn).requires_grad_()
+    opt = SGD([w], lr=0.1)
+    loss = ((Tensor(xn) @ w - Tensor(yn)) ** 2).mean()
+    loss.backward()
+    copies = []
+    monkeypatch.setattr(engine, "copy_buffers", lambda bufs: copies.append(bufs))
+    opt.step()
+    assert buffer_of(loss.uop) is not None and not copies
+    x64, y64, w64 = (a.astype(np.float64) for a in (xn, yn, wn))
+    r = x64 @ w64 - y64
+    np.testing.assert_allclose(loss.item(), (r**2).mean(), rtol=1e-5)
+    np.testing.assert_allclose(w.numpy(), w64 - 0.1 * (2 * x64.T @ r / r.size), rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_of_a_broadcast_parameter_keeps_no_lazy_base():
+    """The gradient of a parameter broadcast over a batch (a bias) is a sum reshaped back: a tensor of its own, not
+    a view whose lazy base (the sum) would stay alive after the gradient is computed and be walked by every later
+    realize. Its value is numpy's."""
+    rng = np.random.default_rng(4)
+    xn, bn = rng.standard_normal((6, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    b = Tensor(bn).requires_grad_()
+    before = {id(t) for t in engine.lazy_tensors.tensors()}
+    ((Tensor(xn) + b) ** 2).sum().backward()
+    assert b.grad._base is None
+    b.grad.realize()
+    new = [t for t in engine.lazy_tensors.tensors() if id(t) not in before]
+    assert not [t for t in new if t.shape in ((1, 4), (4,))], [t.shape for t in new]
+    np.testing.assert_allclose(b.grad.numpy(), (2 * (xn + bn)).sum(0), rtol=1e-5)
+
+
 def test_params_on_two_devices():
     """The learning rate and Adam's counters live on the first parameter's device; others get copies."""
     torch = pytest.importorskip("torch")

@@ -192,6 +192,16 @@ def _overlapping(mops: tuple[_Mop, ...], shape: tuple[int, ...]) -> bool:
 
 _broadcast_scalars: dict[tuple, UOp] = {}
 
+# the losses that backward() ran from: an optimizer's step realizes those still lazy with the gradients, in one
+# schedule. Read after the step (`loss.item()`), a lazy loss needed a copy of every weight it reads, made before
+# the update, and a forward pass of its own; with the gradients it shares theirs
+backward_roots: weakref.WeakSet[Tensor] = weakref.WeakSet()
+
+
+def lazy_losses() -> list[Tensor]:
+    """The tensors backward() ran from that are not computed yet (for an optimizer's step to realize)."""
+    return [t for t in list(backward_roots) if buffer_of(t.uop) is None]
+
 
 def _broadcast_scalar(dt: DType, scalar_type: type, x: Any, shape: tuple[int, ...]) -> UOp:
     """The constant `x` of `dt` broadcast to `shape` (RESHAPE to ones, then EXPAND), remembered: a loop adds the
@@ -787,8 +797,14 @@ class Tensor(
             if t is not self and t.requires_grad and dtypes.is_float(t.dtype) and t.uop in nodes
         ]
         grads = compute_gradient(self, seed, list(dict.fromkeys(t.uop for t in tensors)))
+        backward_roots.add(self)
         for t in tensors:
             g = grads[t.uop]
+            if g._base is not None:
+                # the gradient as a tensor of its own, not a view (a reshape of the sum over a broadcast axis): its
+                # lazy base would outlive the gradient's realize, and every later realize would walk it (an SGD step
+                # also copied aside the weights that base reads: MLP step 5.7 -> see the commit)
+                g = Tensor._from_uop(g.uop, g.device)
             t.grad = g if t.grad is None else t.grad + g
         return self
 

@@ -46,7 +46,7 @@ import numpy as np
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import ArgumentError
 from zeptograd.runtime.buffer import np_dtype
-from zeptograd.tensor import Tensor
+from zeptograd.tensor import Tensor, lazy_losses
 
 __all__ = ["Optimizer", "OptimizerGroup", "SGD", "Adam", "AdamW", "LAMB", "LARS", "Muon"]
 
@@ -248,7 +248,7 @@ class Optimizer:
             Tensor.realize(*updates)
 
     def _grads_to_realize(self) -> list[Tensor]:
-        return [g for _, _, g in self._with_grads()] + [self._lr, *self.buffers]
+        return [g for _, _, g in self._with_grads()] + [self._lr, *self.buffers, *lazy_losses()]
 
     def schedule_step(self) -> list[Tensor]:
         """Realize the gradients (and the buffers), then assign every update lazily; return the assigned tensors
@@ -261,8 +261,8 @@ class Optimizer:
                 "have none"
             )
         # the buffers with the gradients: BatchNorm's running statistics then reuse the batch statistics the
-        # backward pass computes, and they read the parameters before the updates change them
-        Tensor.realize(*(g for _, _, g in items), self._lr, *self.buffers)
+        # backward pass computes, and they read the parameters before the updates change them; so do the losses
+        Tensor.realize(*(g for _, _, g in items), self._lr, *self.buffers, *lazy_losses())
         if not items:
             return []
         if self.fused:  # one flat parameter and gradient: every update rule here is elementwise
