@@ -85,6 +85,13 @@ CASES = [
     ((y * 8 + x) % 7, (y + x) % 7),
     ((y * 8 + x) // 7, y + (y + x) // 7),
     ((x * 9 + 20) % 7, (x * 2 + 6) % 7),
+    # a vector's lanes 16*x + 0..15 over a block of 64: one x//4 for every lane, not a division a lane
+    ((x * 16 + 5) // 64, x // 4),
+    ((x * 16 + 5) % 64, (x % 4) * 16 + 5),
+    ((x * 16 + 21) // 64, (x + 1) // 4),
+    ((z * 8 + 3) // 16, z // 2),
+    ((z * 8 + 3) % 16, (z % 2) * 8 + 3),
+    ((x * 6 + y * 4 + 1) // 8, (x * 3 + y * 2) // 4),
     (x | 0, x),
     (x & 0, UOp.const(dtypes.index, 0)),
     (x.alu(Ops.SHL, UOp.const(dtypes.index, 0)), x),

@@ -216,7 +216,7 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     `x//c -> k` and `x%c -> x-k*c` when x lies in [k*c, k*c+c);
     `(a*c+b)//c -> a+b//c` and `(a*c+b)%c -> b%c`, and for a coefficient k > c,
     `(a*k+b)%c -> (a*(k%c)+b)%c` (with the whole c's added to the quotient);
-    `(a*g)//(c*g) -> a//c` and `(a*g)%(c*g) -> (a%c)*g`."""
+    `(a*g + r)//(c*g) -> a//c` and `(a*g + r)%(c*g) -> (a%c)*g + r` for 0 <= r < g."""
     cval = c.arg
     if d.dtype is not dtypes.index or cval <= 0:
         return None
@@ -225,10 +225,15 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
         k = lo // cval
         return d.const_like(k) if d.op is Ops.IDIV else x - k * cval
     coeffs, const = _decompose(x)
-    g = math.gcd(cval, const, *coeffs.values())
-    if g > 1:
-        reduced = _build_sum(x, {b: k // g for b, k in coeffs.items()}, const // g)
-        return reduced // (cval // g) if d.op is Ops.IDIV else (reduced % (cval // g)) * g
+    g = math.gcd(cval, *coeffs.values())
+    if g > 1 and coeffs:
+        # x = g*t + r with 0 <= r < g: floor division by c = g*m never sees r, (g*t + r)//(g*m) = t//m, and the
+        # remainder is (t%m)*g + r (a vector's lanes 16*i + 0..15 over 64: one i//4 for all of them)
+        q, r = divmod(const, g)
+        reduced = _build_sum(x, {b: k // g for b, k in coeffs.items()}, q)
+        if d.op is Ops.IDIV:
+            return reduced // (cval // g)
+        return (reduced % (cval // g)) * g + r if r else (reduced % (cval // g)) * g
     # a coefficient k = q*c + r comes out as q whole c's, r stays (k a multiple of c, or larger than c)
     whole = {b: k // cval for b, k in coeffs.items() if k % cval == 0 or k > cval}
     if not whole and 0 <= const < cval:
