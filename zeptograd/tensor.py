@@ -781,8 +781,9 @@ class Tensor(
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Add the gradient of this loss to `.grad` of every live floating-point tensor it was computed from that
         requires a gradient (`requires_grad` True: an nn layer's parameters, an optimizer's, or set by the caller),
-        as in PyTorch and tinygrad; returns self. The gradients are lazy until read. Other tensors get none: the
-        input batches of a training loop would otherwise each keep a lazy gradient, one more sum of it every step.
+        as in PyTorch and tinygrad; returns self. The gradients are lazy until read (an optimizer's `step()` computes
+        them, and this loss with them if it is still lazy). Other tensors get none: the input batches of a training
+        loop would otherwise each keep a lazy gradient, one more sum of it every step.
 
         >>> w = Tensor([1.0, 2.0], requires_grad=True)
         >>> _ = (w * w).sum().backward()
