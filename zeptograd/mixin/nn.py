@@ -236,6 +236,10 @@ def _conv_grad(
     n = len(stride)
     kernel, spatial = w.shape[2:], x.shape[2:]
     cout, cin_g = w.shape[:2]
+    # g in a buffer of its own: both gradients read each of its elements once for every tap and channel, and their
+    # kernels tile reads of memory; a lazy g (a loss's broadcast ones, the mask of a ReLU above) was recomputed at
+    # every read and left the kernels untiled ((8,128,28,28) 3x3 under `.sum().backward()`: 1018 -> 56 ms)
+    g = g.contiguous()
     rest = [(i + b + a - d * (k - 1) - 1) % s for i, (b, a), d, k, s in zip(spatial, pads, dilation, kernel, stride)]
     conv_pads = [(d * (k - 1) - b, d * (k - 1) - a + r) for (b, a), d, k, r in zip(pads, dilation, kernel, rest)]
     # stored: the ops above the convolution (a reflect pad's backward) read it by regions, and would each recompute it
