@@ -804,7 +804,7 @@ class Tensor(
             if g._base is not None:
                 # the gradient as a tensor of its own, not a view (a reshape of the sum over a broadcast axis): its
                 # lazy base would outlive the gradient's realize, and every later realize would walk it (an SGD step
-                # also copied aside the weights that base reads: MLP step 5.7 -> see the commit)
+                # also copied aside the weights that base reads)
                 g = Tensor._from_uop(g.uop, g.device)
             t.grad = g if t.grad is None else t.grad + g
         return self

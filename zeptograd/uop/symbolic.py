@@ -233,7 +233,7 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
         reduced = _build_sum(x, {b: k // g for b, k in coeffs.items()}, q)
         if d.op is Ops.IDIV:
             return reduced // (cval // g)
-        return (reduced % (cval // g)) * g + r if r else (reduced % (cval // g)) * g
+        return (reduced % (cval // g)) * g + r
     # a coefficient k = q*c + r comes out as q whole c's, r stays (k a multiple of c, or larger than c)
     whole = {b: k // cval for b, k in coeffs.items() if k % cval == 0 or k > cval}
     if not whole and 0 <= const < cval:
