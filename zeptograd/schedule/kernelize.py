@@ -218,6 +218,20 @@ def _largest_read(u: UOp, realized: dict[UOp, None]) -> int:
     return largest
 
 
+def _fuses_a_reduction(u: UOp, realized: dict[UOp, None]) -> bool:
+    """Does computing `u` in its kernel compute a reduction (one that is not realized on its own)?"""
+    stack, seen = [u], {u}
+    while stack:
+        for s in _reads(stack.pop()):
+            if s in seen or s in realized:
+                continue
+            if s.op is Ops.REDUCE_AXIS:
+                return True
+            seen.add(s)
+            stack.append(s)
+    return False
+
+
 def _worth_storing(u: UOp, readers: int, realized: dict[UOp, None]) -> bool:
     """Is elementwise `u`, read by `readers` kernels, cheaper to store once than to recompute in each? Storing
     costs one more write and read of each element, STORE_COST cheap ops (measured); recomputing costs
@@ -443,9 +457,11 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
         if u in realized:
             readers[u] = frozenset((u,))
     # a value's cost was counted before the producers it reads were decided: one of them may since have been
-    # stored itself (softmax's exp below its gradient), leaving too little to recompute to pay for a store
+    # stored itself (softmax's exp below its gradient), leaving too little to recompute to pay for a store. A value
+    # that a reduction fused into stays: the reduction was left unrealized because this value was stored, and its
+    # readers would recompute it (inside their own reductions, when they are matmuls)
     for u, n in reversed(stored.items()):
-        if not _worth_storing(u, n, realized):
+        if not _worth_storing(u, n, realized) and not _fuses_a_reduction(u, realized):
             del realized[u]
 
     views: dict[UOp, UOp] = {}  # realized node -> the view of its buffer

@@ -1,0 +1,95 @@
+"""A GPT: token and position embeddings, pre-norm transformer blocks (causal self-attention, a GELU MLP), a final
+LayerNorm and a language-model head, tied to the token embedding or not. Parameter names follow GPT-2's
+(`wte`, `wpe`, `h.0.attn.c_attn`, ...), so a GPT-2 state dict of the same sizes loads as it is.
+
+>>> from zeptograd import Tensor
+>>> model = GPT(GPTConfig(vocab_size=16, context=8, d_model=8, n_heads=2, n_layers=1))
+>>> model(Tensor([[1, 2, 3]])).shape
+(1, 3, 16)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zeptograd import Tensor, nn
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The sizes of a GPT. `tied` shares the token embedding with the head (GPT-2 does)."""
+
+    vocab_size: int = 50257
+    context: int = 1024
+    d_model: int = 768
+    n_heads: int = 12
+    n_layers: int = 12
+    tied: bool = True
+
+
+class CausalSelfAttention:
+    """Multi-head attention of each position over itself and the positions before it: one Linear makes the
+    queries, keys and values (`c_attn`), another mixes the heads' outputs (`c_proj`)."""
+
+    def __init__(self, config: GPTConfig):
+        if config.d_model % config.n_heads:
+            raise ValueError(f"GPT: d_model {config.d_model} is not a multiple of n_heads {config.n_heads}")
+        self.n_heads = config.n_heads
+        self.c_attn = nn.Linear(config.d_model, 3 * config.d_model)
+        self.c_proj = nn.Linear(config.d_model, config.d_model)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        B, T, D = x.shape
+        q, k, v = self.c_attn(x).split(D, dim=-1)
+        q, k, v = (t.reshape(B, T, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))
+        y = q.scaled_dot_product_attention(k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, D))
+
+
+class MLP:
+    """Linear to 4 * d_model, GELU (tanh approximation, as GPT-2), Linear back."""
+
+    def __init__(self, config: GPTConfig):
+        self.c_fc = nn.Linear(config.d_model, 4 * config.d_model)
+        self.c_proj = nn.Linear(4 * config.d_model, config.d_model)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.c_proj(self.c_fc(x).gelu())
+
+
+class Block:
+    """x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config: GPTConfig):
+        self.ln_1 = nn.LayerNorm(config.d_model)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.d_model)
+        self.mlp = MLP(config)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT:
+    """(B, T) token ids -> (B, T, vocab_size) logits, T at most `config.context`."""
+
+    def __init__(self, config: GPTConfig):
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.d_model)
+        self.wpe = nn.Embedding(config.context, config.d_model)
+        self.h = [Block(config) for _ in range(config.n_layers)]
+        self.ln_f = nn.LayerNorm(config.d_model)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tied:
+            self.lm_head.weight = self.wte.weight
+
+    def __call__(self, idx: Tensor) -> Tensor:
+        if idx.ndim != 2 or idx.shape[1] > self.config.context:
+            raise ValueError(
+                f"GPT: expected (batch, tokens) ids with at most {self.config.context} tokens, got {idx.shape}"
+            )
+        x = self.wte(idx) + self.wpe(Tensor.arange(idx.shape[1]))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
