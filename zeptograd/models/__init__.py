@@ -1,5 +1,13 @@
 """The model suite: models people train, written with zeptograd's Tensor and nn, each tested against the same
-model in torch with the weights copied in (test/test_models.py) and timed by bench/models.py.
+model in torch with the weights copied in (test/test_model_<name>.py) and timed by bench/models.py.
+
+- `gpt`: GPT-2 (pre-norm, GELU, causal attention, tied or untied head), GPT-2's parameter names.
+- `llama`: a LLaMA decoder (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention), Meta's names.
+- `vit`: a ViT classifier (patch embedding, class token, pre-norm encoder), timm's names.
+- `resnet`: ResNet-18/34/50/101/152 with an ImageNet or CIFAR stem, torchvision's names.
+- `mlp`: an MLP classifier.
+- `lstm`: an LSTM language model, torch.nn.LSTM's names.
+- `unet`: a small UNet (GroupNorm convolution blocks, transposed convolutions, skip connections).
 
 >>> from zeptograd.models.gpt import GPT, GPTConfig
 >>> GPT(GPTConfig(vocab_size=16, context=8, d_model=8, n_heads=2, n_layers=1)).config.n_layers
