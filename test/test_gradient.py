@@ -808,6 +808,25 @@ def test_backward_fills_what_requires_grad_and_nothing_else() -> None:
     assert_close(x.grad.numpy(), tx.grad, 1e-4, 1e-6, "x.grad")
 
 
+def test_backward_with_nothing_to_differentiate_raises_as_torch_does() -> None:
+    # torch raises when no tensor of the loss's graph requires a gradient; so does a loss already read (realized:
+    # a buffer with no graph). Returning quietly left every .grad None and the optimizer step a no-op.
+    data = Tensor(rand(3, 5, seed=43))
+    with pytest.raises(RuntimeError):
+        torch.tensor(rand(3, 5, seed=43)).sum().backward()
+    with pytest.raises(RuntimeError, match="requires_grad=True"):
+        (data * 2).sum().backward()
+    w = Tensor(rand(3, 5, seed=45), requires_grad=True)
+    loss = (w * data).sum()
+    loss.item()
+    with pytest.raises(RuntimeError, match=r"before reading the loss \(\.item\(\)"):
+        loss.backward()
+    assert w.grad is None
+    fresh = (w * data).sum()
+    fresh.backward()
+    assert_close(w.grad.numpy(), rand(3, 5, seed=43), 1e-6, 1e-7, "w.grad")
+
+
 def test_a_training_loop_keeps_no_gradient_of_its_data() -> None:
     # the README's loop: a batch X held across steps, and parameters an optimizer updates. X does not require a
     # gradient, so backward() gives it none; it used to get one, a lazy sum that grew by a term every step (400

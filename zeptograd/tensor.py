@@ -797,6 +797,13 @@ class Tensor(
             for t in list(live_tensors)
             if t is not self and t.requires_grad and dtypes.is_float(t.dtype) and t.uop in nodes
         ]
+        if not tensors:
+            # torch raises here too; returning with no gradient set would leave an optimizer step silently a no-op
+            raise RuntimeError(
+                "backward: no tensor that requires a gradient is in the graph of the loss: set requires_grad=True "
+                "on the parameters, and call backward() before reading the loss (.item(), .numpy() and .realize() "
+                "compute it into a buffer, which keeps no graph to differentiate)"
+            )
         grads = compute_gradient(self, seed, list(dict.fromkeys(t.uop for t in tensors)))
         backward_roots.add(self)
         for t in tensors:
