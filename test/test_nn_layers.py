@@ -286,6 +286,30 @@ def test_batchnorm_running_stats_do_not_build_a_growing_graph():
     assert bn.num_batches_tracked.item() == 5
 
 
+def test_pending_running_stats_of_many_batchnorms_land_in_one_realize(monkeypatch):
+    # the next training call's first assign lands every BatchNorm's pending update together; landed one by one,
+    # each realize walked all the other pending graphs (a step cost grew with the square of the depth)
+    import zeptograd.tensor as tensor_module
+
+    rng = np.random.default_rng(5)
+    ours = [nn.BatchNorm1d(3) for _ in range(8)]
+    theirs = [torch.nn.BatchNorm1d(3) for _ in range(8)]
+    batches = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(2)]
+    calls = []
+    real = tensor_module.realize
+    monkeypatch.setattr(tensor_module, "realize", lambda ts: (calls.append(len(ts)), real(ts))[1])
+    with Tensor.train():
+        for x_np in batches:
+            calls.clear()
+            x, tx = Tensor(x_np), torch.from_numpy(x_np)
+            for bn, tbn in zip(ours, theirs):
+                x, tx = bn(x).relu(), tbn(tx).relu()
+    assert len(calls) == 1, calls  # the second pass: one realize of all 8 * 3 pending updates
+    for bn, tbn in zip(ours, theirs):
+        np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_batchnorm_buffers_get_no_grad():
     bn = nn.BatchNorm1d(2)
     x = Tensor(np.arange(8, dtype=np.float32).reshape(4, 2))

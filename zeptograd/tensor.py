@@ -677,7 +677,11 @@ class Tensor(
             self._base._write_through(self._mops, x)  # refreshes self with the base's other views
             return self
         if buffer_of(self.uop) is None:
-            self.realize()  # the target must be memory; a pending assignment lands first
+            # the target must be memory: its pending assignment lands first, and with it every other pending one,
+            # in one schedule (a model's BatchNorms each reassign their running statistics at every training call:
+            # landed one by one, each realize walked every other pending graph, quadratic in the depth)
+            pending = [t for t in lazy_tensors.tensors() if t is not self and t.uop.op is Ops.STORE]
+            Tensor.realize(self, *pending)
         target = buffer_of(self.uop)
         assert target is not None
         self.uop = target.store(x.uop)

@@ -197,29 +197,7 @@ class ResNet:
                 x = b(x)
         return x
 
-    def batchnorms(self) -> list[nn.BatchNorm]:
-        """Every BatchNorm of the model, in order."""
-        out = [self.bn1]
-        for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
-            for b in stage:
-                out += [getattr(b, f"bn{i}") for i in (1, 2, 3) if hasattr(b, f"bn{i}")]
-                out += [b.downsample[1]] if b.downsample is not None else []
-        return out
-
     def __call__(self, x: Tensor) -> Tensor:
-        if Tensor.training:
-            # the running statistics still pending from the last training call land together, in one realize: each
-            # BatchNorm would otherwise realize its own at its next call, one schedule each, every one of them
-            # walking every pending graph (quadratic in the depth). A training step that hands them to the
-            # optimizer (`optim.SGD(get_parameters(model))`) has realized them already: then this does nothing
-            Tensor.realize(
-                *(
-                    t
-                    for bn in self.batchnorms()
-                    for t in (bn.running_mean, bn.running_var, bn.num_batches_tracked)
-                    if t is not None
-                )
-            )
         return self.fc(self.features(x).mean((2, 3)))
 
 

@@ -441,8 +441,8 @@ class BatchNorm:
     `track_running_stats` there are none (the attributes are None) and it always uses the batch's.
 
     The updates are assignments, lazy like every op: they land when the running statistics are realized:
-    when they are read, by the next training call (an assignment realizes a pending one on the same
-    tensor first, so repeated calls never build a growing graph), by `Tensor.realize(bn.running_mean,
+    when they are read, by the next training call (an assignment to a tensor with one pending lands every
+    pending assignment first, in one schedule, so repeated calls never build a growing graph), by `Tensor.realize(bn.running_mean,
     bn.running_var, bn.num_batches_tracked)`, or by an optimizer step given them with the parameters.
     Realizing them with the training step's tensors reuses the batch statistics the step computed.
 
