@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from model_oracle import check_against_torch, cross_entropy, torch
 
+from zeptograd import Tensor
 from zeptograd.helpers import Context
 from zeptograd.models.gpt import GPT, GPTConfig
 
@@ -111,3 +112,17 @@ def test_three_blocks_of_width_64_forward_match_torch():
     ids = np.random.default_rng(1).integers(0, 64, (4, 32)).astype(np.int32)
     expected = twin(torch.from_numpy(ids).long()).detach().numpy()
     np.testing.assert_allclose(model(Tensor(ids)).numpy(), expected, rtol=2e-3, atol=2e-4)
+
+
+def test_gpt_starts_from_gpt2_initialization():
+    # GPT-2's: weights normal(0, 0.02), the residual projections' 0.02 / sqrt(2 * n_layers), biases zero; so an
+    # untrained model's loss is near log(vocab_size) (uniform guesses), not the ~20 of torch's default inits
+    c = GPTConfig(vocab_size=64, context=16, d_model=64, n_heads=2, n_layers=4)
+    model = GPT(c)
+    assert abs(float(model.wte.weight.numpy().std()) - 0.02) < 0.002
+    assert abs(float(model.h[0].mlp.c_fc.weight.numpy().std()) - 0.02) < 0.002
+    assert abs(float(model.h[3].attn.c_proj.weight.numpy().std()) - 0.02 / 8**0.5) < 0.001
+    assert not model.h[1].mlp.c_proj.bias.numpy().any()
+    ids = np.random.default_rng(1).integers(0, 64, (4, 16)).astype(np.int32)
+    loss = cross_entropy(model(Tensor(ids[:, :-1])), Tensor(ids[:, 1:])).item()
+    assert abs(loss - np.log(64)) < 0.1, loss

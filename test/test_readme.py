@@ -20,4 +20,5 @@ def test_readme_python_blocks_run(capsys):
     assert out[3] == "[1. 1. 1. 1.] dtypes.int32 (2, 2) (4, 10)"
     assert out[4] == "[2.0, 4.0, 6.0]"
     assert out[5] == "['l1.bias', 'l1.weight', 'l2.bias', 'l2.weight'] True"
-    assert out[6] == "(x*4+y)//4 0 100" and out[7] == "x" and out[-1] == "x*2"
+    assert out[6] == "True"
+    assert out[7] == "(x*4+y)//4 0 100" and out[8] == "x" and out[-1] == "x*2"

@@ -83,6 +83,27 @@ class GPT:
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tied:
             self.lm_head.weight = self.wte.weight
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """GPT-2's initialization: every weight normal with std 0.02 (the residual projections' divided by
+        sqrt(2 * n_layers), so the residual stream's variance does not grow with the depth), biases zero. torch's
+        defaults (normal(0, 1) embeddings, which the tied head reuses) start the loss far above log(vocab_size)."""
+        residual_std = 0.02 / (2 * self.config.n_layers) ** 0.5
+
+        def normal(t: Tensor, std: float) -> Tensor:
+            return (Tensor.randn(*t.shape, dtype=t.dtype) * std).realize().requires_grad_(True)
+
+        self.wte.weight = normal(self.wte.weight, 0.02)
+        self.wpe.weight = normal(self.wpe.weight, 0.02)
+        self.lm_head.weight = self.wte.weight if self.config.tied else normal(self.lm_head.weight, 0.02)
+        for block in self.h:
+            for layer in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
+                std = residual_std if layer in (block.attn.c_proj, block.mlp.c_proj) else 0.02
+                layer.weight = normal(layer.weight, std)
+                if layer.bias is not None:
+                    layer.bias = Tensor.zeros(*layer.bias.shape, dtype=layer.bias.dtype).contiguous().realize()
+                    layer.bias.requires_grad_(True)
 
     def __call__(self, idx: Tensor) -> Tensor:
         if idx.ndim != 2 or idx.shape[1] > self.config.context:
