@@ -442,8 +442,9 @@ class BatchNorm:
 
     The updates are assignments, lazy like every op: they land when the running statistics are realized:
     when they are read, by the next training call (an assignment to a tensor with one pending lands every
-    pending assignment first, in one schedule, so repeated calls never build a growing graph), by `Tensor.realize(bn.running_mean,
-    bn.running_var, bn.num_batches_tracked)`, or by an optimizer step given them with the parameters.
+    pending assignment first, in one schedule, so repeated calls never build a growing graph), by
+    `Tensor.realize(bn.running_mean, bn.running_var, bn.num_batches_tracked)`, or by an optimizer step given
+    them with the parameters.
     Realizing them with the training step's tensors reuses the batch statistics the step computed.
 
     >>> bn = BatchNorm(2)
