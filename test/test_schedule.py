@@ -824,3 +824,34 @@ def test_masked_gradient_of_a_reduction_is_stored_by_that_reduction(monkeypatch)
     assert not any(u.op is Ops.CMPLT for u in items[-1].ast.toposort())
     want_pre = x.astype(np.float64) @ w1 + b
     close(out, np.where(want_pre > 0, g2.astype(np.float64) @ w2, 0.0).T @ x, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_a_normalized_activation_read_by_a_padded_convolution_is_stored_once(activation: str, monkeypatch):
+    # conv -> BatchNorm (eval: a square root per channel) -> relu/gelu -> conv: the second convolution reads the
+    # activation padded and windowed, through the activation's stated derivative (CUSTOM_GRAD); fused, every one of
+    # its output channels would recompute the normalization, so the activation is stored and the convolution loads it
+    import torch
+
+    from zeptograd.schedule import kernelize
+
+    monkeypatch.setattr(kernelize, "BROADCAST_MIN_WORK", 0)
+    (x, tx), (w1, tw1), (w2, tw2), (var, tvar), (mean, tmean) = inputs(
+        "CPU", (2, 3, 6, 6), (8, 3, 3, 3), (16, 8, 3, 3), (8,), (8,)
+    )
+    var = np.abs(var)
+    tvar = Tensor(var).realize()
+    h = tx.conv2d(tw1, padding=1)
+    normed = (h - tmean.reshape(1, -1, 1, 1)) / (tvar.reshape(1, -1, 1, 1) + 1e-5).sqrt()
+    out = getattr(normed, activation)().conv2d(tw2, padding=1)
+    items, _ = create_schedule([out.uop], ["CPU"])
+    assert not any(u.op is Ops.SQRT for u in items[-1].ast.toposort()), "the last convolution recomputes the norm"
+    th = torch.nn.functional.conv2d(
+        torch.tensor(x, dtype=torch.float64), torch.tensor(w1, dtype=torch.float64), padding=1
+    )
+    tn = (th - torch.tensor(mean, dtype=torch.float64).reshape(1, -1, 1, 1)) / torch.sqrt(
+        torch.tensor(var, dtype=torch.float64).reshape(1, -1, 1, 1) + 1e-5
+    )
+    act = torch.relu(tn) if activation == "relu" else torch.nn.functional.gelu(tn, approximate="tanh")
+    want = torch.nn.functional.conv2d(act, torch.tensor(w2, dtype=torch.float64), padding=1)
+    close(out, want.numpy(), rtol=1e-4, atol=1e-4)

@@ -169,6 +169,11 @@ BROADCAST_MIN_COST = 3
 BROADCAST_MIN_WORK = 1 << 16  # a smaller reduction recomputes less than one more kernel launch costs
 
 
+# ops whose value is their first source's (a cast only changes its type): a value seen through them is still itself.
+# An activation with a stated derivative (relu, gelu, tanh) is the CUSTOM_GRAD of its value
+_SAME_VALUE = frozenset({Ops.CAST, Ops.DETACH, Ops.CUSTOM_GRAD})
+
+
 def _broadcast_into_reduce(u: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
     """Does elementwise `u` reach a reduction, in the same kernel, whose input has at least BROADCAST_MIN times
     u's elements (u broadcast into it: the relu mask of a gradient in the weight gradient `g.T @ x`, recomputed
@@ -177,22 +182,26 @@ def _broadcast_into_reduce(u: UOp, consumers: dict[UOp, list[UOp]], realized: di
     size = max(1, math.prod(u.shape))
     if size > _largest_read(u, realized):
         return False
-    # u as a matmul operand: moved (and cast) into a product that a reduction sums, nothing else in between (an
-    # index compared with a counter, a gather's one-hot, is not one: its reduction folds away, codegen/closedform)
+    # u as a matmul or convolution operand: moved (padded, windowed), cast or wrapped (_SAME_VALUE) into a product
+    # that a reduction sums, nothing else in between (an index compared with a counter, a gather's one-hot, is not
+    # one: its reduction folds away, codegen/closedform)
     stack, seen = [(c, False) for c in consumers[u]], set()
     while stack:
         node, multiplied = stack.pop()
-        if node in realized or (node, multiplied) in seen:
+        if (node, multiplied) in seen:
             continue
         seen.add((node, multiplied))
+        # a reduction is looked at even when it is realized: its kernel is the one that would recompute u
         if node.op is Ops.REDUCE_AXIS:
             work = math.prod(node.src[0].shape)
             if multiplied and work >= BROADCAST_MIN * size and work >= BROADCAST_MIN_WORK:
                 return True
             continue
+        if node in realized:
+            continue
         if node.op is Ops.MUL and not multiplied:
             multiplied = True
-        elif node.op not in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.CAST):
+        elif node.op not in GroupOp.Movement and node.op not in _SAME_VALUE:
             continue
         stack.extend((c, multiplied) for c in consumers[node])
     return False
