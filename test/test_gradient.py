@@ -809,22 +809,38 @@ def test_backward_fills_what_requires_grad_and_nothing_else() -> None:
 
 
 def test_backward_with_nothing_to_differentiate_raises_as_torch_does() -> None:
-    # torch raises when no tensor of the loss's graph requires a gradient; so does a loss already read (realized:
-    # a buffer with no graph). Returning quietly left every .grad None and the optimizer step a no-op.
+    # torch raises when no tensor of the loss's graph requires a gradient; returning quietly left every .grad None
+    # and the optimizer step a no-op. A realized tensor of more than one element is a buffer with no graph: the same
     data = Tensor(rand(3, 5, seed=43))
     with pytest.raises(RuntimeError):
         torch.tensor(rand(3, 5, seed=43)).sum().backward()
     with pytest.raises(RuntimeError, match="requires_grad=True"):
         (data * 2).sum().backward()
     w = Tensor(rand(3, 5, seed=45), requires_grad=True)
-    loss = (w * data).sum()
-    loss.item()
-    with pytest.raises(RuntimeError, match=r"before reading the loss \(\.item\(\)"):
-        loss.backward()
+    out = (w * data).realize()
+    with pytest.raises(RuntimeError, match="call backward\\(\\) before reading it"):
+        out.backward(gradient=Tensor.ones(3, 5))
     assert w.grad is None
-    fresh = (w * data).sum()
-    fresh.backward()
-    assert_close(w.grad.numpy(), rand(3, 5, seed=43), 1e-6, 1e-7, "w.grad")
+
+
+def test_a_loss_read_before_backward_keeps_its_graph() -> None:
+    # torch code reads the loss for logging before backward(): `loss.item(); loss.backward()` gets the gradients
+    # torch gets; a loss realized with others (Tensor.realize) too
+    x_np, w_np = rand(4, 3, seed=47), rand(3, 2, seed=49)
+    w, x = Tensor(w_np, requires_grad=True), Tensor(x_np)
+    loss = (x @ w).tanh().square().mean()
+    value = loss.item()
+    loss.backward()
+    tw = _to_torch(w_np)
+    tloss = (torch.tensor(x_np) @ tw).tanh().square().mean()
+    tloss.backward()
+    assert abs(value - tloss.item()) < 1e-6
+    assert_close(w.grad.numpy(), tw.grad, 1e-5, 1e-6, "w.grad after loss.item()")
+    w.grad = None
+    other = (x @ w).sum()
+    Tensor.realize(loss, other)
+    other.backward()
+    assert_close(w.grad.numpy(), np.broadcast_to(x_np.sum(0)[:, None], (3, 2)), 1e-5, 1e-6, "w.grad after realize")
 
 
 def test_a_training_loop_keeps_no_gradient_of_its_data() -> None:
@@ -1010,20 +1026,26 @@ def test_errors() -> None:
         (x * 2).sum().gradient(X)
 
 
-def test_gradient_after_realize_is_an_error() -> None:
-    # realize replaces the graph with a buffer: the loss no longer depends on x
-    x = Tensor(X)
+def test_gradient_after_realize() -> None:
+    # realize replaces a tensor's graph with a buffer: a loss built from the realized y no longer depends on x. A
+    # realized one-element loss of a tensor that requires a gradient keeps the graph it had: d/dx sum(3x) = 3
+    x = Tensor(X, requires_grad=True)
     y = (x * 2).realize()
     with pytest.raises(RuntimeError, match="target 0 .*not in the graph.*realized"):
         y.sum().gradient(x)
     loss = (x * 3).sum()
     loss.realize()
+    (dx,) = loss.gradient(x)
+    np.testing.assert_array_equal(dx.numpy(), np.full(X.shape, 3.0, np.float32))
+    plain = Tensor(X)  # nothing requires a gradient: the loss keeps no graph
+    loss = (plain * 3).sum()
+    loss.realize()
     with pytest.raises(RuntimeError, match="target 0 .*not in the graph"):
-        loss.gradient(x)
+        loss.gradient(plain)
 
 
 def test_constants_clone_and_accumulation_follow_torch() -> None:
-    # issue 15, group 7: a constant with requires_grad gets a gradient, clone() keeps .grad (tinygrad), and two
+    # a constant with requires_grad gets a gradient, clone() keeps .grad (tinygrad), and two
     # backward() calls add up (torch)
     c, tc = Tensor(3.0, requires_grad=True), torch.tensor(3.0, requires_grad=True)
     (c * c * 2).backward()

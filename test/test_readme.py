@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -20,5 +22,5 @@ def test_readme_python_blocks_run(capsys):
     assert out[3] == "[1. 1. 1. 1.] dtypes.int32 (2, 2) (4, 10)"
     assert out[4] == "[2.0, 4.0, 6.0]"
     assert out[5] == "['l1.bias', 'l1.weight', 'l2.bias', 'l2.weight'] True"
-    assert out[6] == "True"
-    assert out[7] == "(x*4+y)//4 0 100" and out[8] == "x" and out[-1] == "x*2"
+    assert abs(float(out[6]) - np.log(64)) < 0.5 and out[7] == "True"  # the untrained GPT's loss, printed twice
+    assert out[8] == "(x*4+y)//4 0 100" and out[9] == "x" and out[-1] == "x*2"

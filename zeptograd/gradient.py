@@ -218,11 +218,11 @@ def _on_path(root: UOp, targets: set[UOp]) -> tuple[list[UOp], set[UOp]]:
     return order, reaches
 
 
-def compute_gradient(root: Tensor, seed: Tensor, targets: list[UOp]) -> dict[UOp, Tensor]:
-    """The gradient of `root` (scaled by `seed`, of root's shape) with respect to each target that lies in
+def compute_gradient(root: UOp, seed: Tensor, targets: list[UOp]) -> dict[UOp, Tensor]:
+    """The gradient of graph `root` (scaled by `seed`, of root's shape) with respect to each target that lies in
     root's graph; a target that is in the graph but that no gradient reaches (through floor, say) gets zeros."""
-    order, reaches = _on_path(root.uop, set(targets))
-    grads: dict[UOp, Tensor] = {root.uop: seed}
+    order, reaches = _on_path(root, set(targets))
+    grads: dict[UOp, Tensor] = {root: seed}
     for u in reversed(order):
         if u not in grads or not any(s in reaches for s in u.src):
             continue

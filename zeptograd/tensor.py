@@ -302,7 +302,7 @@ class Tensor(
     (dtypes.int32, (), 'CPU')
     """
 
-    __slots__ = ("uop", "device", "grad", "requires_grad", "_base", "_mops", "_views", "__weakref__")
+    __slots__ = ("uop", "device", "grad", "requires_grad", "_base", "_mops", "_views", "_graph", "__weakref__")
     train = train
     __hash__ = object.__hash__  # == builds a comparison, so tensors hash by identity
 
@@ -355,6 +355,8 @@ class Tensor(
         self._base: Tensor | None = None
         self._mops: tuple[_Mop, ...] = ()
         self._views: weakref.WeakSet[Tensor] | None = None
+        # a one-element float tensor (a loss) realized by its own realize keeps the graph it had, for backward()
+        self._graph: UOp | None = None
         live_tensors.add(self)
         if buffer_of(uop) is None:
             lazy_tensors.add(self)
@@ -434,7 +436,7 @@ class Tensor(
         checks (the hot path of every op)."""
         t = object.__new__(Tensor)
         t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
-        t._base, t._mops, t._views = None, (), None
+        t._base, t._mops, t._views, t._graph = None, (), None, None
         live_tensors.add(t)
         if buffer_of(uop) is None:
             lazy_tensors.add(t)
@@ -543,6 +545,9 @@ class Tensor(
         >>> Tensor.realize(a, a * 2) is a
         True
         """
+        for t in (self, *others):
+            if t.uop.op is not Ops.STORE and t.numel() == 1 and dtypes.is_float(t.dtype) and not t._is_buffer():
+                t._keep_graph_for_backward()
         realize([self, *others])
         return self
 
@@ -685,6 +690,7 @@ class Tensor(
         target = buffer_of(self.uop)
         assert target is not None
         self.uop = target.store(x.uop)
+        self._graph = None
         lazy_tensors.add(self)
         for v in list(self._views or ()):
             v.uop = _apply_movement(self.uop, v._mops)
@@ -773,7 +779,7 @@ class Tensor(
                 raise TypeError(
                     f"gradient: target {i} has dtype {t.dtype!r}; only floating-point tensors have gradients"
                 )
-        grads = compute_gradient(self, seed, [t.uop for t in targets])
+        grads = compute_gradient(self._differentiable(), seed, [t.uop for t in targets])
         for i, t in enumerate(targets):
             if t.uop not in grads:
                 raise RuntimeError(
@@ -782,12 +788,29 @@ class Tensor(
                 )
         return [grads[t.uop] for t in targets]
 
+    def _keep_graph_for_backward(self) -> None:
+        """A loss read before backward() (`loss.item()`, as torch code does) keeps the graph it had, to differentiate
+        later: only a one-element tensor whose graph has a tensor that requires a gradient, since the graph holds its
+        inputs' buffers alive as long as the tensor lives."""
+        params = {t.uop for t in list(live_tensors) if t.requires_grad}
+        if params and any(u in params for u in self.uop.toposort()):
+            self._graph = self.uop
+
+    def _is_buffer(self) -> bool:
+        return buffer_of(self.uop) is not None
+
+    def _differentiable(self) -> UOp:
+        """The graph to differentiate: the tensor's, or the one it had when it was read (a realized loss)."""
+        return self._graph if self._graph is not None and self._is_buffer() else self.uop
+
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Add the gradient of this loss to `.grad` of every live floating-point tensor it was computed from that
         requires a gradient (`requires_grad` True: an nn layer's parameters, an optimizer's, or set by the caller),
         as in PyTorch and tinygrad; returns self. The gradients are lazy until read (an optimizer's `step()` computes
         them, and this loss with them if it is still lazy). Other tensors get none: the input batches of a training
-        loop would otherwise each keep a lazy gradient, one more sum of it every step.
+        loop would otherwise each keep a lazy gradient, one more sum of it every step. A loss read first
+        (`loss.item()`) keeps its graph for this, as in torch (the forward is then computed again with the
+        gradients); a tensor of more than one element that was realized is a buffer with no graph.
 
         >>> w = Tensor([1.0, 2.0], requires_grad=True)
         >>> _ = (w * w).sum().backward()
@@ -795,7 +818,8 @@ class Tensor(
         [2.0, 4.0]
         """
         seed = self._loss_seed(gradient, "backward")
-        nodes = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
+        root = self._differentiable()
+        nodes = set(root.toposort(gate=lambda u: u.op is not Ops.DETACH))
         tensors = [
             t
             for t in list(live_tensors)
@@ -805,10 +829,10 @@ class Tensor(
             # torch raises here too; returning with no gradient set would leave an optimizer step silently a no-op
             raise RuntimeError(
                 "backward: no tensor that requires a gradient is in the graph of the loss: set requires_grad=True "
-                "on the parameters, and call backward() before reading the loss (.item(), .numpy() and .realize() "
-                "compute it into a buffer, which keeps no graph to differentiate)"
+                "on the parameters; a tensor of more than one element realized before (.numpy(), .realize()) is a "
+                "buffer that keeps no graph to differentiate: call backward() before reading it"
             )
-        grads = compute_gradient(self, seed, list(dict.fromkeys(t.uop for t in tensors)))
+        grads = compute_gradient(root, seed, list(dict.fromkeys(t.uop for t in tensors)))
         backward_roots.add(self)
         for t in tensors:
             g = grads[t.uop]
