@@ -97,6 +97,8 @@ lazy_tensors = TensorRefs()
 # TinyJit's recorder (engine/jit.py): while it is a list, every launch and every buffer copy that realize makes is
 # appended to it as (runner, its buffers, program or None for a copy), so that a capture can replay them
 capturing: list[tuple[Any, list[Any], ProgramSpec | None]] | None = None
+# while a list (bench/models.py's roofline): every kernel launch appends its program and the seconds it ran
+kernel_log: list[tuple[ProgramSpec, float]] | None = None
 _programs: dict[tuple[str, UOp, int, int, int], tuple[ProgramSpec, Any]] = {}
 # kernels whose constants come from a buffer (engine/constants.py): a kernel AST -> the program of its structure, its
 # runner and the buffer of its values (bounded: a loop over new constants makes a new AST at each step)
@@ -203,6 +205,8 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
         GlobalCounters.global_ops += program.flops
         GlobalCounters.global_mem += program.mem_bytes
         GlobalCounters.time_sum_s += elapsed
+        if kernel_log is not None:
+            kernel_log.append((program, elapsed))
         if debug >= 2:
             gflops = program.flops / elapsed * 1e-9 if elapsed else 0.0
             gbs = program.mem_bytes / elapsed * 1e-9 if elapsed else 0.0
