@@ -831,8 +831,7 @@ def test_a_normalized_activation_read_by_a_padded_convolution_is_stored_once(act
     # conv -> BatchNorm (eval: a square root per channel) -> relu/gelu -> conv: the second convolution reads the
     # activation padded and windowed, through the activation's stated derivative (CUSTOM_GRAD); fused, every one of
     # its output channels would recompute the normalization, so the activation is stored and the convolution loads it
-    import torch
-
+    torch = pytest.importorskip("torch")
     from zeptograd.schedule import kernelize
 
     monkeypatch.setattr(kernelize, "BROADCAST_MIN_WORK", 0)
@@ -855,3 +854,40 @@ def test_a_normalized_activation_read_by_a_padded_convolution_is_stored_once(act
     act = torch.relu(tn) if activation == "relu" else torch.nn.functional.gelu(tn, approximate="tanh")
     want = torch.nn.functional.conv2d(act, torch.tensor(w2, dtype=torch.float64), padding=1)
     close(out, want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_residual_block_output_read_by_strided_convolutions_is_stored_in_training():
+    # a ResNet block's output relu(bn(conv(x)) + x) is read by the next block's strided convolution and its 1x1
+    # downsample, and by both of their weight gradients: stored for its many readers, it is still stored when the
+    # producers below it are (it was un-stored as cheap, and every convolution recomputed BatchNorm for each
+    # output channel). No kernel that sums a product computes a relu (MAX), and the gradients match torch's
+    torch = pytest.importorskip("torch")
+    from zeptograd import nn
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 32, 16, 16)).astype(np.float32)
+    w1 = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((64, 32, 3, 3)) * 0.1).astype(np.float32)
+    wd = (rng.standard_normal((64, 32, 1, 1)) * 0.1).astype(np.float32)
+    tw1, tw2, twd = (Tensor(w, requires_grad=True) for w in (w1, w2, wd))
+    bn = nn.BatchNorm2d(32)
+    with Tensor.train():
+        h = (bn(Tensor(x).conv2d(tw1, padding=1)) + Tensor(x)).relu()
+        loss = (h.conv2d(tw2, stride=2, padding=1) * h.conv2d(twd, stride=2)).sum()
+        loss.backward()
+        grads = [t.grad for t in (tw1, tw2, twd)]
+        items, _ = create_schedule([g.uop for g in grads], ["CPU"] * 3)
+    for item in items:
+        ops = {u.op for u in item.ast.toposort()}
+        assert not (Ops.REDUCE in ops and Ops.MAX in ops), "a convolution recomputes the block's output"
+    p1, p2, pd = (torch.tensor(w, dtype=torch.float64, requires_grad=True) for w in (w1, w2, wd))
+    tx = torch.tensor(x, dtype=torch.float64)
+    th = torch.relu(
+        torch.nn.functional.batch_norm(torch.nn.functional.conv2d(tx, p1, padding=1), None, None, training=True) + tx
+    )
+    tloss = (
+        torch.nn.functional.conv2d(th, p2, stride=2, padding=1) * torch.nn.functional.conv2d(th, pd, stride=2)
+    ).sum()
+    tloss.backward()
+    for got, want in zip(grads, (p1, p2, pd)):
+        np.testing.assert_allclose(got.numpy(), want.grad.numpy(), rtol=1e-3, atol=1e-3)

@@ -468,10 +468,16 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
     # a value's cost was counted before the producers it reads were decided: one of them may since have been
     # stored itself (softmax's exp below its gradient), leaving too little to recompute to pay for a store. A value
     # that a reduction fused into stays: the reduction was left unrealized because this value was stored, and its
-    # readers would recompute it (inside their own reductions, when they are matmuls)
+    # readers would recompute it (inside their own reductions, when they are matmuls). So does one that a large
+    # reduction reads broadcast (a convolution's input): unstored, that kernel recomputes it for every output tile
     for u, n in reversed(stored.items()):
-        if not _worth_storing(u, n, realized) and not _fuses_a_reduction(u, realized):
-            del realized[u]
+        if _worth_storing(u, n, realized) or _fuses_a_reduction(u, realized):
+            continue
+        del realized[u]
+        if _compute_cost(u, realized, BROADCAST_MIN_COST) >= BROADCAST_MIN_COST and _broadcast_into_reduce(
+            u, consumers, realized
+        ):
+            realized[u] = None
 
     views: dict[UOp, UOp] = {}  # realized node -> the view of its buffer
     cut_cache: dict[UOp, UOp] = {}
