@@ -70,6 +70,10 @@ def linearize(sink: UOp) -> list[UOp]:
                 if len(closes) <= len(stack) and set(stack[len(stack) - len(closes) :]) == set(closes):
                     return u
         openers = [u for u in ready if u.op in _OPENERS and placeable(u) and not must_wait(u)]
+        if not openers:
+            # running a reduction before the loops it does not need is a preference: two reductions that each skip
+            # a loop the other needs (one over r0, r1, one over r1..r4) cannot both go first, and one runs inside
+            openers = [u for u in ready if u.op in _OPENERS and placeable(u)]
         if openers:
             # a conditional first (its store follows at once), then the outermost loop axis
             return min(openers, key=lambda u: (u.op is Ops.RANGE, u.arg if u.op is Ops.RANGE else 0, position[u]))
