@@ -92,6 +92,10 @@ CASES = [
     ((z * 8 + 3) // 16, z // 2),
     ((z * 8 + 3) % 16, (z % 2) * 8 + 3),
     ((x * 6 + y * 4 + 1) // 8, (x * 3 + y * 2) // 4),
+    # a panel of 32 read 16 at a time: the terms below 16 (y*4 + 2 <= 14) never reach the panel's division
+    ((x * 16 + y * 4 + 2) // 32, x // 2),
+    ((x * 16 + y * 4 + 2) % 32, (x % 2) * 16 + y * 4 + 2),
+    ((x * 256 + y * 64 + z + 20) // 512, x // 2),
     (x | 0, x),
     (x & 0, UOp.const(dtypes.index, 0)),
     (x.alu(Ops.SHL, UOp.const(dtypes.index, 0)), x),

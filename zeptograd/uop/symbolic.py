@@ -216,7 +216,8 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     `x//c -> k` and `x%c -> x-k*c` when x lies in [k*c, k*c+c);
     `(a*c+b)//c -> a+b//c` and `(a*c+b)%c -> b%c`, and for a coefficient k > c,
     `(a*k+b)%c -> (a*(k%c)+b)%c` (with the whole c's added to the quotient);
-    `(a*g + r)//(c*g) -> a//c` and `(a*g + r)%(c*g) -> (a%c)*g + r` for 0 <= r < g."""
+    `(a*g + r)//(c*g) -> a//c` and `(a*g + r)%(c*g) -> (a%c)*g + r` for 0 <= r < g, r a constant or a sum of
+    terms that lies in [0, g)."""
     cval = c.arg
     if d.dtype is not dtypes.index or cval <= 0:
         return None
@@ -234,6 +235,16 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
         if d.op is Ops.IDIV:
             return reduced // (cval // g)
         return (reduced % (cval // g)) * g + r
+    # x = g*t + s with g dividing c and s in [0, g): floor division by c never sees s, x//c = t//(c/g) and
+    # x%c = (t%(c/g))*g + s (a weight panel's index 4096*i + 256*lane + k, k < 256, over 8192: one i//2 for all lanes)
+    for g in sorted({k for k in coeffs.values() if 1 < k < cval and cval % k == 0}, reverse=True):
+        small = _build_sum(x, {b: k for b, k in coeffs.items() if k % g != 0}, const)
+        if not (isinstance(small.vmin, int) and isinstance(small.vmax, int) and small.vmin >= 0 and small.vmax < g):
+            continue
+        t = _build_sum(x, {b: k // g for b, k in coeffs.items() if k % g == 0}, 0)
+        if d.op is Ops.IDIV:
+            return t // (cval // g)
+        return (t % (cval // g)) * g + small
     # a coefficient k = q*c + r comes out as q whole c's, r stays (k a multiple of c, or larger than c)
     whole = {b: k // cval for b, k in coeffs.items() if k % cval == 0 or k > cval}
     if not whole and 0 <= const < cval:
