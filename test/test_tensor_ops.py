@@ -1282,6 +1282,13 @@ def test_realize_returns_self_and_many(device: str):
     check(b, [2.0, 4.0], dtypes.float32, rtol=0, atol=0)
 
 
+def test_realize_of_a_non_tensor_names_the_argument():
+    # a parameter without a gradient (p.grad is None) passed along with the others
+    a = Tensor([1.0, 2.0]) * 2
+    with pytest.raises(TypeError, match="realize: argument 2 must be a Tensor, got NoneType"):
+        Tensor.realize(a, a + 1, None)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_contiguous(device: str):
     a = distinct((3, 4), dtypes.float32)

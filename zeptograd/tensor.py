@@ -545,6 +545,9 @@ class Tensor(
         >>> Tensor.realize(a, a * 2) is a
         True
         """
+        for i, t in enumerate(others):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"realize: argument {i + 1} must be a Tensor, got {type(t).__name__}")
         for t in (self, *others):
             if t.uop.op is not Ops.STORE and t.numel() == 1 and dtypes.is_float(t.dtype) and not t._is_buffer():
                 t._keep_graph_for_backward()
