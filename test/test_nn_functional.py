@@ -527,7 +527,7 @@ def test_max_pool2d_defaults_and_ints():
     assert Tensor([[-5, -7, -1]]).max_pool2d((2,), padding=1).tolist() == [[-5, -1]]
 
 
-# return_indices and max_unpool (issue 15): ties, NaN, padding, ceil_mode, dilation and 1-3 spatial dims
+# return_indices and max_unpool: ties, NaN, padding, ceil_mode, dilation and 1-3 spatial dims
 
 
 def _ties_and_nan(shape: tuple[int, ...], seed: int) -> np.ndarray:

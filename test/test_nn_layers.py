@@ -562,7 +562,7 @@ def test_two_layer_model_learns_with_plain_sgd():
     assert sum(b < a for a, b in itertools.pairwise(losses)) >= 15, losses
 
 
-# *** issue 15: Conv3d, ConvTranspose output_size, InstanceNorm, LayerNorm2d, LSTMCell, padding_idx, dtype/device
+# *** Conv3d, ConvTranspose output_size, InstanceNorm, LayerNorm2d, LSTMCell, padding_idx, dtype/device
 
 
 @pytest.mark.parametrize(

@@ -461,7 +461,7 @@ def test_base_optimizer_has_no_update():
         opt.step()
 
 
-# *** LAMB, LARS, Muon (issue 15): against numpy written from each paper's update rule, in float64 ***
+# *** LAMB, LARS, Muon: against numpy written from each paper's update rule, in float64 ***
 
 
 def _ref_lamb(p, g, st, lr, b1=0.9, b2=0.999, eps=1e-6, wd=0.0, adam=False):
@@ -627,7 +627,7 @@ def test_optimizer_group_refuses_a_shared_parameter():
         OptimizerGroup(SGD([w]), Adam([w]))
 
 
-# *** fused=True (issue 15): one flat state buffer per kind, the same values as unfused (and as torch) ***
+# *** fused=True: one flat state buffer per kind, the same values as unfused (and as torch) ***
 
 
 @pytest.mark.parametrize("name", ["sgd_wd", "momentum_wd", "nesterov", "adam_wd", "adamw_betas"])

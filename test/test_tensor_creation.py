@@ -412,7 +412,7 @@ def test_dropout_errors():
         Tensor.ones(2).dropout(1.5)
 
 
-# *** issue 15, group 7: from_blob, requires_grad= ***
+# *** from_blob, requires_grad= ***
 
 
 @pytest.mark.parametrize("np_dtype", [np.float32, np.int16, np.uint8, np.float64, np.bool_, np.int64])

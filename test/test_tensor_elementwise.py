@@ -1165,7 +1165,7 @@ def test_bad_parameters_name_the_op(call: Callable, exc: type, match: str) -> No
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# isclose / allclose (issue 15, group 3), against torch
+# isclose / allclose, against torch
 
 ISCLOSE_CASES = [
     ({}, np.float32),
@@ -1230,7 +1230,7 @@ BITCAST_DTYPES = ["uint8", "int8", "int16", "float16", "int32", "uint32", "float
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 @pytest.mark.parametrize("src", BITCAST_DTYPES)
 def test_bitcast_between_sizes_matches_numpy_view(src: str, device: str):
-    # issue 15, group 7: the last axis scales (numpy's .view and torch's view(dtype)); random bytes, NaN patterns too
+    # the last axis scales (numpy's .view and torch's view(dtype)); random bytes, NaN patterns too
     raw = np.random.default_rng(len(src)).integers(0, 256, (2, 16), dtype=np.uint8)
     a = raw.view(src)
     for dst in BITCAST_DTYPES:

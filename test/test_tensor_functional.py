@@ -142,7 +142,7 @@ EINSUM_CASES = [
     ("...ij,...jk->...ik", [(2, 1, 2, 3), (4, 3, 2)]),
     ("...i,...i", [(2, 3), (3,)]),
     ("i...->...", [(3, 2)]),
-    # an ellipsis anywhere in a term (issue 15): in the middle, at the end, in the output, implicit output
+    # an ellipsis anywhere in a term: in the middle, at the end, in the output, implicit output
     ("i...j,j->i...", [(2, 3, 4, 5), (5,)]),
     ("a...b,b...c->a...c", [(2, 3, 3), (3, 3, 4)]),
     ("i...j->ji...", [(2, 3, 4, 5)]),

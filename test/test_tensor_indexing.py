@@ -770,7 +770,7 @@ def test_masked_fill_errors_name_masked_fill() -> None:
     ],
 )
 def test_separated_index_tensors_go_first_as_torch(build: Any):
-    # issue 15, group 4: index tensors separated by a slice (or an int) put their broadcast dims first
+    # index tensors separated by a slice (or an int) put their broadcast dims first
     torch = pytest.importorskip("torch")
     x = np.arange(2 * 5 * 3 * 4, dtype=np.float32).reshape(2, 5, 3, 4)
     ia, ib = np.array([0, 1, 1]), np.array([2, 0, 1])

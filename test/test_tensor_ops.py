@@ -1387,7 +1387,7 @@ def test_errors_are_not_assertions():
         assert not isinstance(e.value, AssertionError), repr(e.value)
 
 
-# *** zero-size inputs through many ops, against torch (issue 15, group 7) ***
+# *** zero-size inputs through many ops, against torch ***
 
 ZERO_SIZE_OPS: dict[str, tuple[Callable, Callable]] = {
     "clone": (lambda t: t.clone(), lambda t: t.clone()),

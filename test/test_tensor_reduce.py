@@ -626,7 +626,7 @@ def test_sum_dtype_name_names_the_op() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# issue 15, group 3: cummax/cummin indices, sum/prod dtype= in every spelling
+# cummax/cummin indices, sum/prod dtype= in every spelling
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -41,7 +41,7 @@ def assign(dst, src):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the examples of issue 15, numpy doing the same writes on its views
+# numpy doing the same writes on its views
 
 
 @pytest.mark.parametrize("device", DEVICES)
