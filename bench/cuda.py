@@ -9,7 +9,7 @@ call of a new kernel takes (a benchmark, not a test; it needs a GPU, NVRTC and, 
 2. matmul       4096 x 4096 x 4096 in fp32 and in fp16 (fp16 inputs and output), GFLOP/s, next to torch's
                 `a @ b` on the same GPU (cuBLAS; fp32 without TF32, torch's default) and the ratio; and fp16
                 `x @ w.T` with w stored (n, k), as in a Linear layer.
-   The fp16 rows include the copies of both operands into fragment order (functional.py).
+   The fp16 rows include the copies of both operands into fragment order (schedule/layout.py).
    With --sweep: the copies timed alone, the matmul kernel alone under other tensor-core plans (TC tiles and warps
    a block), and with the heuristic's plan on the PTX and TRITON devices; with --experiments also under edits of
    its CUDA C (the k loop unrolled, the other choice of a minimum of blocks an SM), other plans for the copies, and
@@ -150,7 +150,7 @@ SOURCE_VARIANTS: dict[str, Callable[[str, int], str]] = {
 
 def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experiments: bool = False) -> None:
     """The fp16 matmul under several tensor-core plans on CUDA, and the heuristic's on PTX and TRITON. The operands'
-    copies into fragment order (functional.py) run once first; the plans time the matmul kernel alone, and the
+    copies into fragment order (schedule/layout.py) run once first; the plans time the matmul kernel alone, and the
     copies are timed on their own."""
     x_np = rng.standard_normal((size, size)).astype(np.float16)
     y_np = rng.standard_normal((size, size)).astype(np.float16)
@@ -282,14 +282,14 @@ def wgmma_check(rng: np.random.Generator) -> None:
 def wgmma_layouts(size: int, sync: Callable[[], Any], rng: np.random.Generator) -> None:
     """fp16 `x @ y` (and bf16, and `x @ w.T`) with the warpgroup MMA of WGMMA_SHAPE in its two layouts: K-major with
     both operands copied into fragment order (the default), and row-major (WGMMA_ROW_MAJOR=1) with realized operands
-    read as they are, or copied all the same (functional.stored_row_major patched): the whole product, its kernels,
+    read as they are, or copied all the same (layout_pass.stored_row_major patched): the whole product, its kernels,
     and its error against torch where it is installed, else numpy."""
     from zeptograd.codegen.tensor_cores import wgmma
-    from zeptograd.mixin import functional
     from zeptograd.renderer import cuda
+    from zeptograd.schedule import layout as layout_pass
 
     dev = Device["CUDA"]
-    saved, stored = dev.renderer.tensor_cores, functional.stored_row_major
+    saved, stored = dev.renderer.tensor_cores, layout_pass.stored_row_major
     x_np = rng.standard_normal((size, size)).astype(np.float16)
     y_np = rng.standard_normal((size, size)).astype(np.float16)
     x, y = Tensor(x_np, device="CUDA").realize(), Tensor(y_np, device="CUDA").realize()
@@ -313,7 +313,7 @@ def wgmma_layouts(size: int, sync: Callable[[], Any], rng: np.random.Generator) 
             tuple(wgmma(*cuda.WGMMA_SHAPE, dt, row_major) for dt in (dtypes.float16, dtypes.bfloat16)) + saved
         )
         if copy_all:
-            functional.stored_row_major = lambda u: False
+            layout_pass.stored_row_major = lambda u: False
         try:
             for name, product in cases.items():
                 launch, programs, out = kernels_of(product())  # (bf16: the casts realized, not timed)
@@ -328,7 +328,7 @@ def wgmma_layouts(size: int, sync: Callable[[], Any], rng: np.random.Generator) 
         except Exception as e:
             print(f"  {layout}: {type(e).__name__}: {str(e)[:300]}")
         finally:
-            functional.stored_row_major = stored
+            layout_pass.stored_row_major = stored
     dev.renderer.tensor_cores = saved
 
 

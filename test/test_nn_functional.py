@@ -13,6 +13,7 @@ import pytest
 
 from zeptograd import Context, GlobalCounters, Tensor, dtypes
 from zeptograd.runtime.device import padded_reads_in_place
+from zeptograd.schedule.layout import channels_last_weight, layout_facts
 from zeptograd.uop.ops import Ops
 
 torch = pytest.importorskip("torch")
@@ -257,22 +258,20 @@ def test_channels_last_weight_rows_padded_to_an_odd_number_of_cache_lines(cout, 
 
 @pytest.mark.parametrize("panels", [1, 2, 3])
 def test_channels_last_weight_stored_in_panels(panels):
-    """A convolution's weight whose output channels divide into two or more panels of two vectors (PANEL: 16
-    float32 with AVX2, 32 with AVX-512) is stored as matmul's B is: Cout / PANEL contiguous panels (*k, Cin, PANEL),
+    """A convolution's weight whose output channels divide into two or more panels of two vectors (a panel: 16
+    float32 with AVX2, 32 with AVX-512) is stored as matmul's B is: Cout / panel contiguous panels (*k, Cin, panel),
     the block the kernel's tile of two vectors of channels walks through; one panel's worth is stored (*k, Cin,
     Cout), its rows padded to an odd number of cache lines. Read back, it is the weight; the convolution is
     torch's."""
-    from zeptograd.mixin.functional import PANEL
-    from zeptograd.mixin.nn import _channels_last_weight
-
-    cout = panels * PANEL
+    panel = layout_facts("CPU").panel
+    cout = panels * panel
     wn = _randn((cout, 16, 3, 3), 27)
     w = Tensor(wn, device="CPU")
-    view = _channels_last_weight(w.uop, 2, (cout, 16, 3, 3))
+    view = channels_last_weight(w.uop, 2, (cout, 16, 3, 3), panel)
     (stored,) = [u for u in view.toposort() if u.op is Ops.CONTIGUOUS]
     got = Tensor._from_uop(stored, "CPU").numpy()
     if panels > 1:
-        np.testing.assert_array_equal(got, wn.reshape(panels, PANEL, 16, 3, 3).transpose(0, 3, 4, 2, 1))
+        np.testing.assert_array_equal(got, wn.reshape(panels, panel, 16, 3, 3).transpose(0, 3, 4, 2, 1))
     else:
         rows = wn.transpose(2, 3, 1, 0)  # (*k, Cin, Cout)
         assert got.shape[:3] == rows.shape[:3] and got.shape[3] * 4 % 128 == 64, got.shape

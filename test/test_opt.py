@@ -356,14 +356,14 @@ def test_convolution_tile_follows_where_its_weight_panel_fits(l1, l2, tile, monk
     an L1 that holds the 2-vector panel, the tile stays 2 vectors wide. The values are numpy's whichever plan,
     on the CPU and on the PYTHON device (the reference semantics)."""
     from zeptograd.codegen import heuristic
-    from zeptograd.mixin import nn
+    from zeptograd.schedule import layout
 
     x, w = _inputs((1, 16, 2, 8), (64, 16, 3, 3), seed=31)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
     want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)
     monkeypatch.setattr(heuristic, "L1_BYTES", l1)
     monkeypatch.setattr(heuristic, "L2_BYTES", l2)
-    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
+    monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
     items, _ = create_schedule([t.uop], ["CPU"])
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
@@ -387,10 +387,11 @@ def test_a_convolution_reads_its_input_where_it_lies(pad, stride, monkeypatch):
     broadcast to a vector, not a lane of a vector load. The values are numpy's, on the CPU and on the PYTHON device (the
     reference semantics) with the same plan."""
     from zeptograd.codegen import heuristic
-    from zeptograd.mixin import nn
+    from zeptograd.runtime import device as device_module
+    from zeptograd.schedule import layout
 
-    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
-    monkeypatch.setattr(nn, "padded_reads_in_place", lambda device: True)  # as with AVX-512, whatever this CPU has
+    monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    monkeypatch.setattr(device_module, "padded_reads_in_place", lambda device: True)  # as with AVX-512, any CPU
     # the 2-vector weight panel (18 KiB) overflows L1, the 4-vector one (36 KiB) fits a quarter of L2
     monkeypatch.setattr(heuristic, "L1_BYTES", 8 << 10)
     monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
@@ -420,9 +421,9 @@ def test_a_convolution_tile_fits_sixteen_vector_registers(monkeypatch):
     the tile of 4 columns by 2 vectors of output channels (8 accumulators), not AVX-512's 4 by 4 (16 accumulators
     and the operands: spilled to the stack). The values are numpy's."""
     from zeptograd.codegen import heuristic
-    from zeptograd.mixin import nn
+    from zeptograd.schedule import layout
 
-    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
     monkeypatch.setattr(heuristic, "L1_BYTES", 4 << 10)  # the 2-vector panel (9 KiB) overflows it
     monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
     x, w = _inputs((2, 16, 4, 32), (64, 16, 3, 3), seed=44)
@@ -446,9 +447,9 @@ def test_a_narrow_convolution_fills_its_tile_from_rows_or_images(shape, upcasts,
     """With AVX2's tile of 4 rows by 2 vectors, a convolution whose output rows are too short for 4 columns takes
     the rest of its rows from an axis the weight ignores (output rows, or images), not a tile of 2 or fewer
     accumulators. The values are numpy's."""
-    from zeptograd.mixin import nn
+    from zeptograd.schedule import layout
 
-    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
     x, w = _inputs(shape, (32, 16, 3, 3), seed=45)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
     ast = create_schedule([t.uop], ["CPU"])[0][-1].ast
@@ -528,10 +529,10 @@ def test_convolution_of_one_channel_vector_takes_rows_the_weight_ignores(shape, 
     several times the FMAs; the values are numpy's on the CPU and on the PYTHON device (the reference semantics),
     whichever axis it takes."""
     from zeptograd.codegen import heuristic
-    from zeptograd.mixin import nn
+    from zeptograd.schedule import layout
 
     monkeypatch.setattr(heuristic, "L1_BYTES", 8 << 10)  # a 32-channel panel of 16 x 9 taps is 18 KiB
-    monkeypatch.setattr(nn, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
+    monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
     x, w = _inputs(shape, (32, 16, 3, 3), seed=37)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
     want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)

@@ -891,3 +891,42 @@ def test_a_residual_block_output_read_by_strided_convolutions_is_stored_in_train
     tloss.backward()
     for got, want in zip(grads, (p1, p2, pd)):
         np.testing.assert_allclose(got.numpy(), want.grad.numpy(), rtol=1e-3, atol=1e-3)
+
+
+def _step_kernels(model: str, n_layers: int) -> tuple[int, int]:
+    """The kernels of a training step's gradients (forward and backward) of the suite's `model` with `n_layers`
+    blocks, and the most nodes any one kernel's AST has."""
+    from zeptograd.models.gpt import GPT, GPTConfig
+    from zeptograd.models.llama import Llama, LlamaConfig
+    from zeptograd.nn.state import get_parameters
+
+    rng = np.random.default_rng(0)
+    tokens = Tensor(rng.integers(0, 64, (2, 16)).astype(np.int32))
+    targets = Tensor(rng.integers(0, 64, (2, 16)).astype(np.int32))
+    if model == "gpt":
+        net = GPT(GPTConfig(vocab_size=64, context=16, d_model=32, n_heads=2, n_layers=n_layers))
+    else:
+        net = Llama(LlamaConfig(vocab_size=64, dim=32, n_layers=n_layers, n_heads=4, n_kv_heads=2, multiple_of=32))
+    params = get_parameters(net)
+    Tensor.realize(*params)
+    loss = net(tokens).sparse_categorical_crossentropy(targets)
+    roots = [loss.uop, *(g.uop for g in loss.gradient(*params))]
+    items, _ = create_schedule(roots, ["CPU"] * len(roots))
+    asts = [item.ast for item in items if item.ast is not None]
+    return len(asts), max(len(ast.toposort()) for ast in asts)
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_no_kernel_of_a_transformer_step_grows_with_its_depth(model):
+    """No kernel of a training step is larger with 8 blocks than with 1: nothing of an earlier block is recomputed in
+    a later one's kernels."""
+    one, eight = _step_kernels(model, 1), _step_kernels(model, 8)
+    assert eight[1] <= one[1], (one, eight)
+
+
+def test_a_gpt_step_adds_the_same_kernels_with_each_block():
+    """Past the first block (which reads the embeddings), every block adds the same number of kernels to a GPT's
+    training step: 2, 4 and 8 blocks lie on one line."""
+    counts = {n: _step_kernels("gpt", n)[0] for n in (2, 4, 8)}
+    per_block = (counts[4] - counts[2]) // 2
+    assert per_block > 0 and counts == {n: counts[2] + (n - 2) * per_block for n in (2, 4, 8)}, counts

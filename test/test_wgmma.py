@@ -23,13 +23,13 @@ from zeptograd.codegen import get_program
 from zeptograd.codegen.opt import Opt, OptOps
 from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, tensor_core, wgmma
 from zeptograd.helpers import Context
-from zeptograd.mixin.functional import _fragment_core, fragment_permutation, stored_row_major
 from zeptograd.renderer import cuda
 from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cuda import compile_cuda, nvrtc_problem
 from zeptograd.runtime.ops_python import PythonProgram
 from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.schedule.layout import device_tensor_cores, fragment_core, fragment_permutation, stored_row_major
 from zeptograd.uop.shape import inverse_permutation
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -161,7 +161,7 @@ def test_a_lanes_row_values_are_contiguous_k(n: int, k: int) -> None:
 @pytest.mark.parametrize("n, k", SHAPES, ids=str)
 @pytest.mark.parametrize("a_side", [True, False], ids=["A", "B"])
 def test_fragment_order_puts_each_lanes_16_bytes_in_turn(n: int, k: int, a_side: bool, row_major: bool) -> None:
-    # the copy into fragment order (functional.py) of one block: lane l's elements 8j .. 8j + 7 are its
+    # the copy into fragment order (schedule/layout.py) of one block: lane l's elements 8j .. 8j + 7 are its
     # (128 j + l)-th 16 bytes, so a warp's 16-byte loads read 512 contiguous bytes
     tc = wgmma(n, k, row_major=row_major)
     block = (64, k) if a_side else (k, n)
@@ -234,7 +234,7 @@ def test_operands_and_work_after_the_sum(case: str, row_major: bool) -> None:
 
 @LAYOUTS
 def test_fragment_ordered_operands_are_16_byte_loads(row_major: bool) -> None:
-    # what `x @ y` on an H100 computes where it copies both operands into the wgmma's fragment order (functional.py)
+    # what `x @ y` on an H100 computes where it copies both operands into the wgmma's fragment order (the layout pass)
     tc = wgmma(*cuda.WGMMA_SHAPE, row_major=row_major)
     a, b = half(128, 64), half(64, 256)
     views = []
@@ -282,8 +282,8 @@ def test_an_open_sm90a_device_copies_operands_for_its_warpgroup_mma(
     monkeypatch: pytest.MonkeyPatch, row_major: bool
 ) -> None:
     monkeypatch.setitem(Device._opened, "CUDA", SimpleNamespace(renderer=sm90a(row_major)))
-    big = SimpleNamespace(shape=(256, 256), dtype=dtypes.float16, device="CUDA")
-    tc = _fragment_core(big, big, dtypes.float16)
+    big = SimpleNamespace(shape=(256, 256), dtype=dtypes.float16)
+    tc = fragment_core(big, big, dtypes.float16, device_tensor_cores("CUDA"))
     assert tc is wgmma(*cuda.WGMMA_SHAPE, row_major=row_major) and tc.reads_row_major == row_major
 
 

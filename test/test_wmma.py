@@ -23,13 +23,13 @@ from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts
 from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, WMMA_16_16_16_F16_RDNA3, tensor_cores
-from zeptograd.mixin.functional import _fragment_core, fragment_permutation
 from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.renderer.ptx import PTXRenderer
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cuda import compile_cuda, nvrtc_problem
 from zeptograd.runtime.ops_python import PythonProgram
 from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.schedule.layout import device_tensor_cores, fragment_core, fragment_permutation
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_ptx import PTXAS, assembled, needs_ptxas
@@ -171,7 +171,7 @@ def test_tc_refusals() -> None:
         apply_opts(mm, [Opt(TC, 0, 0)], 16, tcs)
 
 
-# *** operands copied into fragment order (functional.py), loaded a fragment at a time (devectorizer.fragment) ***
+# *** operands copied into fragment order (schedule/layout.py), loaded a fragment at a time (devectorizer.fragment) ***
 
 
 def fragment_stored(x: np.ndarray | Tensor, a_side: bool) -> tuple[Tensor, Tensor]:
@@ -250,21 +250,24 @@ def test_fragment_loads_only_where_aligned() -> None:
 
 
 def test_matmul_copies_operands_on_tensor_core_devices_only() -> None:
-    def fake(shape: tuple[int, ...], dtype=dtypes.float16, device: str = "CUDA") -> SimpleNamespace:
-        return SimpleNamespace(shape=shape, dtype=dtype, device=device)
+    def fake(shape: tuple[int, ...], dtype=dtypes.float16) -> SimpleNamespace:
+        return SimpleNamespace(shape=shape, dtype=dtype)
+
+    def core(a, b, dtype, device: str = "CUDA"):
+        return fragment_core(a, b, dtype, device_tensor_cores(device))
 
     big = fake((256, 256))
     # an H100's CUDA device (sm_90a) copies for its warpgroup MMA; any other, and a device not opened, for mma.sync
     opened = getattr(Device._opened.get("CUDA"), "renderer", None)
-    assert _fragment_core(big, big, dtypes.float16) is (opened.tensor_cores[0] if opened else MMA_M16N8K16_F16)
-    assert _fragment_core(fake((256, 256), device="PTX"), fake((256, 256), device="PTX"), dtypes.float16)
-    assert _fragment_core(fake((256, 256), device="CPU"), fake((256, 256), device="CPU"), dtypes.float16) is None
-    assert _fragment_core(big, big, dtypes.float32) is None  # summed in float32 operands: no tensor core
-    assert _fragment_core(fake((256, 256), dtypes.float32), fake((256, 256), dtypes.float32), dtypes.float32) is None
-    assert _fragment_core(fake((64, 64)), fake((64, 64)), dtypes.float16) is None  # too little work to pay
-    assert _fragment_core(fake((264, 256)), big, dtypes.float16) is None  # m not a multiple of 16
+    assert core(big, big, dtypes.float16) is (opened.tensor_cores[0] if opened else MMA_M16N8K16_F16)
+    assert core(big, big, dtypes.float16, "PTX")
+    assert core(big, big, dtypes.float16, "CPU") is None
+    assert core(big, big, dtypes.float32) is None  # summed in float32 operands: no tensor core
+    assert core(fake((256, 256), dtypes.float32), fake((256, 256), dtypes.float32), dtypes.float32) is None
+    assert core(fake((64, 64)), fake((64, 64)), dtypes.float16) is None  # too little work to pay
+    assert core(fake((264, 256)), big, dtypes.float16) is None  # m not a multiple of 16
     # HIP's RDNA3 layout has no fragment order: it is compiled, never run
-    assert _fragment_core(fake((256, 256), device="HIP"), fake((256, 256), device="HIP"), dtypes.float16) is None
+    assert core(big, big, dtypes.float16, "HIP") is None
 
 
 def test_tensor_core_kernels_ask_for_four_blocks_an_sm() -> None:

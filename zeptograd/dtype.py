@@ -512,3 +512,20 @@ def truncate(value: Any, dt: DType) -> Any:
             value -= 1 << bits
         return value
     raise TypeError(f"{dt!r} holds no values")
+
+
+_np_dtypes: dict[DType, np.dtype] = {}
+
+
+def np_dtype(dt: DType) -> np.dtype:
+    """The numpy dtype that stores `dt` (for bfloat16 and fp8: the unsigned int that holds their bits).
+
+    >>> np_dtype(dtypes.float16), np_dtype(dtypes.bfloat16)
+    (dtype('float16'), dtype('uint16'))
+    """
+    if (ret := _np_dtypes.get(dt)) is None:
+        stored = fmt.storage if (fmt := NARROW_FLOATS.get(dt)) is not None else dt
+        if stored.fmt is None:
+            raise TypeError(f"{dt!r} has no numpy equivalent and cannot be stored on this device yet")
+        ret = _np_dtypes[dt] = np.dtype(stored.fmt)
+    return ret

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, result_type
+from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, np_dtype, result_type
 from zeptograd.engine import realize as engine
 from zeptograd.engine.realize import lazy_tensors, live_tensors, realize
 from zeptograd.gradient import compute_gradient
@@ -31,8 +31,6 @@ from zeptograd.mixin.indexing import IndexingMixin
 from zeptograd.mixin.movement import MovementMixin
 from zeptograd.mixin.nn import NNMixin
 from zeptograd.mixin.reduce import ReduceMixin
-from zeptograd.runtime.buffer import buffer_for, np_dtype
-from zeptograd.runtime.device import Device
 from zeptograd.schedule.kernelize import buffer_of, new_buffer, view_of
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.shape import prod
@@ -42,7 +40,7 @@ _NP_TO_DTYPE = {np.dtype(dt.fmt): dt for dt in dtypes.all if dt.fmt is not None}
 
 def _device(device: str | None, op: str) -> str:
     try:
-        return Device.canonicalize(device)
+        return engine.device_name(device)
     except (TypeError, ValueError) as e:
         raise type(e)(f"{op}: {e}") from None
 
@@ -339,7 +337,7 @@ class Tensor(
             dt = dtypes.float32 if narrow else dt
             arr = arr.astype(np_dtype(dt), copy=False)
             buf = new_buffer(device, arr.size, dt)
-            buffer_for(buf).copyin(arr)  # copies in C order, whatever the strides (a 0-d array stays 0-d)
+            engine.buffer_of_view(buf).copyin(arr)  # copies in C order, whatever the strides (a 0-d array stays 0-d)
             uop = view_of(buf, arr.shape)
             if narrow is not None:
                 uop, rounded = uop.cast(narrow), True
@@ -556,9 +554,7 @@ class Tensor(
 
     def _buffer(self):
         self.realize()
-        buf = buffer_of(self.uop)
-        assert buf is not None
-        return buffer_for(buf)
+        return engine.buffer_of_view(self.uop)
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array of this tensor's dtype (float32 for bfloat16 and fp8, which numpy lacks).

@@ -327,8 +327,8 @@ def _conv_axes(outs: list[UOp], reds: list[UOp], reads: list[_Read], vector: int
 
 
 def _contiguous_in_panels(address: UOp, r: UOp, vector: int) -> bool:
-    """Is `address` contiguous along loop `r`, or within panels of two vectors or one of it (Tensor.conv2d's weight
-    stored in panels)?"""
+    """Is `address` contiguous along loop `r`, or within panels of two vectors or one of it (a convolution's weight
+    stored in panels by the layout pass)?"""
     if address_stride(address, r) == 1:
         return True
     return any(block_stride(address, r, b) == 1 for b in (2 * vector, vector))

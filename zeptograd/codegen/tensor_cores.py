@@ -53,7 +53,7 @@ class TensorCore:
     b: Position
     c: Position
     # A's and B's blocks in fragment order (a matmul's operands copied so: each lane's fragment is one 16-byte or
-    # 8-byte load, functional.py); None where no such order is given
+    # 8-byte load, schedule/layout.py); None where no such order is given
     a_order: FragmentOrder | None = None
     b_order: FragmentOrder | None = None
     # A and B stored row-major are read as they are, 16 bytes a load, with no copy into fragment order (the wgmma

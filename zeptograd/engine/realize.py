@@ -26,7 +26,7 @@ from zeptograd.dtype import dtypes
 from zeptograd.engine.constants import CONST_BUFFERS_KEPT, LIFTING_DEVICES, constant_buffer, lift_constants
 from zeptograd.engine.memory import can_share, plan_memory
 from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
-from zeptograd.runtime.buffer import buffer_for
+from zeptograd.runtime.buffer import Buffer, buffer_for
 from zeptograd.runtime.device import Device
 from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer, view_of
 from zeptograd.uop.ops import Ops, UOp
@@ -453,6 +453,24 @@ def _chain_below(v: UOp, most: int = 8) -> set[int]:
         v = v.src[0]
         chain.add(id(v))
     return chain
+
+
+def device_name(device: str | None) -> str:
+    """The registry's name for `device` (`'cpu'` and `'CPU:0'` are `'CPU'`; None is the default device). A device
+    whose package is missing raises DeviceUnavailable naming what to install.
+
+    >>> device_name("cpu")
+    'CPU'
+    """
+    return Device.canonicalize(device)
+
+
+def buffer_of_view(u: UOp) -> Buffer:
+    """The Buffer that a realized tensor's node `u` (a buffer, or a reshape of one) holds its values in."""
+    buf = buffer_of(u)
+    if buf is None:
+        raise ValueError(f"buffer_of_view takes a realized node, got {u.op.name}")
+    return buffer_for(buf)
 
 
 def realize(tensors: Iterable[Lazy]) -> None:

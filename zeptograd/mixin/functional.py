@@ -13,17 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zeptograd.codegen.tensor_cores import FragmentOrder, TensorCore, tensor_cores
 from zeptograd.dtype import NARROW_FLOATS, DType, dtypes, least_upper_dtype
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
-from zeptograd.mixin.movement import movement_uop, stored_as
 from zeptograd.mixin.reduce import SPLIT_SUM, sum_of_products
-from zeptograd.renderer.cstyle import VECTOR_LANES
-from zeptograd.runtime.device import Device, cpu_layouts
+from zeptograd.uop.movement import movement_uop
 from zeptograd.uop.ops import Ops, UOp
-from zeptograd.uop.shape import inverse_permutation
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
@@ -81,32 +77,6 @@ def _parse_einsum(formula: str, operands: Sequence[Tensor]) -> tuple[list[list[s
     return labels, out
 
 
-# a large CPU matmul copies its right operand into panels of PANEL columns, each panel contiguous (K rows of
-# PANEL values): the kernel's register tile (rows by two vectors, codegen/heuristic.py) then walks one panel
-# straight through memory instead of reading a few vectors from every row of B (rows 4 KiB apart in a 1024-wide
-# matrix, which the caches cannot hold: 20 -> 47 GFLOP/s at n=1024, for one copy of B)
-PANEL = 2 * VECTOR_LANES[dtypes.float32]
-PACK_MIN_WORK = 1 << 21
-
-
-def _packs(a_shape: tuple[int, ...], b: Any, device: str) -> bool:
-    """Does `a @ b` copy b into panels first? Not when b is a transposed view (w.T of a (out, in) weight): it is
-    contiguous along the sum then, and the kernel reads both operands along it (codegen/heuristic.py)."""
-    m, (k, n) = a_shape[-2], b.shape[-2:]
-    nd = len(b.shape)
-    transposed = b.uop.op is Ops.PERMUTE and b.uop.arg[-2:] == (nd - 1, nd - 2)
-    big = n % PANEL == 0 and n > PANEL and m >= 4 and m * n * k >= PACK_MIN_WORK
-    return big and not transposed and cpu_layouts(device)
-
-
-def _panels(b: UOp) -> UOp:
-    """`b` (..., K, N), stored as N/PANEL contiguous panels of K x PANEL values, read back as (..., K, N)."""
-    *batch, k, n = b.shape
-    nb = len(batch)
-    split = movement_uop(b, Ops.RESHAPE, (*batch, k, n // PANEL, PANEL))
-    return movement_uop(stored_as(split, (*range(nb), nb + 1, nb, nb + 2)), Ops.RESHAPE, b.shape)
-
-
 def _direct_product(a: UOp, b: UOp, dt: DType) -> UOp | None:
     """a (..., M, K) @ b (..., K, N) built as UOps, when both have dtype `dt`, a float dtype whose sum of K takes one
     stage, and their batch axes are the same: the graph the tensor ops in `matmul` build (a broadcast multiply and a
@@ -122,69 +92,6 @@ def _direct_product(a: UOp, b: UOp, dt: DType) -> UOp | None:
     a3 = movement_uop(a, Ops.RESHAPE, (*batch, m, 1, k))
     b3 = movement_uop(movement_uop(b, Ops.PERMUTE, (*range(nb), nb + 1, nb)), Ops.RESHAPE, (*batch, 1, n, k))
     return sum_of_products(a3, b3, (*batch, m, n, k), (nb + 2,))
-
-
-# a large fp16 matmul on a device with tensor cores copies both operands into fragment order (codegen/tensor_cores.py):
-# a lane's fragment of a block is then one aligned load (16 bytes of A, 8 of B; devectorizer.fragment) and a warp's
-# loads one contiguous run, instead of 2-byte loads from rows 8 KiB apart. The copies move 4 bytes an element of
-# each operand, a few percent of a matmul this large. A tensor core that reads row-major operands 16 bytes a load
-# (`reads_row_major`: the wgmma with k renumbered) copies only an operand not stored so (`x @ w.T`'s w, a lazy one)
-FRAGMENT_MIN_WORK = 1 << 24
-
-
-def _fragment_core(a: Any, b: Any, dt: DType) -> TensorCore | None:
-    """The tensor core whose fragment order `a @ b` copies its operands into (None: no copies): a device with one
-    for dtype `dt`, the operands of that dtype, sizes multiples of its blocks, and work enough to pay."""
-    (m, k), n = a.shape[-2:], b.shape[-1]
-    device = a.device.split(":")[0]
-    # an open device's renderer knows its GPU's tensor cores (an H100's warpgroup MMA); else the device kind's
-    renderer = getattr(Device._opened.get(device), "renderer", None)
-    for tc in getattr(renderer, "tensor_cores", None) or tensor_cores(device):
-        bm, bn, bk = tc.dims
-        fits = m % bm == 0 and n % bn == 0 and k % bk == 0 and m * n * k >= FRAGMENT_MIN_WORK
-        ordered = tc.a_order is not None and tc.b_order is not None
-        if fits and ordered and a.dtype == b.dtype == dt == tc.dtype_in:
-            return tc
-    return None
-
-
-def stored_row_major(u: UOp) -> bool:
-    """Is `u` a buffer's values in the order they are stored, row-major (a realized tensor, a contiguous one, or a
-    reshape of either)?"""
-    while u.op is Ops.RESHAPE:
-        u = u.src[0]
-    return u.op in (Ops.BUFFER, Ops.CONTIGUOUS)
-
-
-def fragment_permutation(
-    shape: tuple[int, ...], block: tuple[int, int], order: FragmentOrder, rows_first: bool
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """How a (..., R, C) matrix is stored as blocks of `block`, each in fragment order `order`
-    (codegen/tensor_cores.py), the blocks of a row of blocks next to each other (`rows_first`) or those of a
-    column: the shape it is split into and the permutation of that shape which is stored contiguous.
-
-    >>> fragment_permutation((16, 16), (16, 16), ((2, 8), (2, 4, 2), (1, 3, 2, 0, 4)), True)
-    ((1, 2, 8, 1, 2, 4, 2), (0, 3, 2, 5, 4, 1, 6))
-    """
-    *batch, r, c = shape
-    rows, cols, inner = order
-    nb = len(batch)
-    split = (*batch, r // block[0], *rows, c // block[1], *cols)
-    row_axes = [nb + 1 + i for i in range(len(rows))]
-    col_axes = [nb + 2 + len(rows) + i for i in range(len(cols))]
-    row_block, col_block = nb, nb + 1 + len(rows)
-    outer = (row_block, col_block) if rows_first else (col_block, row_block)
-    return split, (*range(nb), *outer, *((row_axes + col_axes)[i] for i in inner))
-
-
-def _fragment_ordered(x: Any, block: tuple[int, int], order: FragmentOrder, rows_first: bool) -> Any:
-    """`x` (..., R, C) copied into fragment order (`fragment_permutation`) and read back as (..., R, C)."""
-    split, perm = fragment_permutation(x.shape, block, order, rows_first)
-    inverse = inverse_permutation(perm)
-    stored = x.reshape(*split).permute(*perm)
-    # copied as one flat run (a kernel with one axis: whole work-groups on a GPU, not loops over seven small axes)
-    flat = stored.reshape(math.prod(x.shape)).contiguous().reshape(stored.shape)
-    return flat.permute(*inverse).reshape(x.shape)
 
 
 class FunctionalMixin:
@@ -233,15 +140,6 @@ class FunctionalMixin:
                 f"matmul: the batch axes of shapes {self.shape} and {x.shape} cannot be broadcast together"
             ) from None
         dt = tensor_dtype(dtype, "matmul") if dtype is not None else least_upper_dtype(a.dtype, b.dtype)
-        if _packs(a.shape, b, self.device):
-            b = type(self)._from_uop(_panels(b.uop), self.device)
-        if (tc := _fragment_core(a, b, dt)) is not None:
-            assert tc.a_order is not None and tc.b_order is not None
-            bm, bn, bk = tc.dims
-            if not (tc.reads_row_major and stored_row_major(a.uop)):
-                a = _fragment_ordered(a, (bm, bk), tc.a_order, True)
-            if not (tc.reads_row_major and stored_row_major(b.uop)):
-                b = _fragment_ordered(b, (bk, bn), tc.b_order, False)
         if dtype is None and (direct := _direct_product(a.uop, b.uop, dt)) is not None:
             out = type(self)._from_uop(direct, self.device)
         else:

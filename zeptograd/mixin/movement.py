@@ -19,51 +19,12 @@ from zeptograd.dtype import DType, dtypes, least_upper_dtype
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import Scalar, int_arg, shape_arg
 from zeptograd.uop.ops import Ops, UOp
-from zeptograd.uop.shape import inverse_permutation, prod
+from zeptograd.uop.shape import prod
 
 if TYPE_CHECKING:
     from zeptograd.tensor import Tensor
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
-
-
-def movement_uop(u: UOp, op: Ops, arg: Any) -> UOp:
-    """Movement op `op` of tensor-graph node `u`, built with no checks (the caller's shapes are right); none where
-    it would change nothing. Ops that build their graph as UOps use it (conv2d, matmul).
-
-    >>> from zeptograd.dtype import dtypes
-    >>> c = UOp.const(dtypes.float32, 1.0)
-    >>> movement_uop(c, Ops.RESHAPE, ()) is c, movement_uop(c, Ops.RESHAPE, (1, 1)).shape
-    (True, (1, 1))
-    """
-    if (op is _RESHAPE or op is _EXPAND) and arg == u.shape:
-        return u
-    if op is _PERMUTE and arg == tuple(range(len(arg))):
-        return u
-    if op is _SHRINK and all(b == 0 and e == n for (b, e), n in zip(arg, u.shape)):
-        return u
-    return UOp(op, u.dtype, (u,), arg)
-
-
-# module constants: on Python 3.11 `Ops.X` goes through EnumType.__getattr__ (0.1 us a lookup), and conv2d and
-# matmul build their graphs through movement_uop
-_RESHAPE, _EXPAND, _PERMUTE, _SHRINK = Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK
-
-
-def stored_as(u: UOp, order: tuple[int, ...], row_pad: int = 0) -> UOp:
-    """`u` read from a copy stored with its axes in `order` (what `t.permute(order).contiguous()` stores), seen in
-    its own axis order again: a layout chosen for the kernels that read it (a convolution's channels-last input,
-    a matmul's B panels). `row_pad` elements of padding end each row of the copy (its last axis), which the view
-    leaves out: rows a large power of two apart share a few cache sets, so a kernel walking down a column evicts
-    its own lines long before the cache is full."""
-    permuted = movement_uop(u, Ops.PERMUTE, order)
-    shape = permuted.shape
-    if row_pad:
-        permuted = movement_uop(permuted, Ops.PAD, (*((0, 0),) * (len(shape) - 1), (0, row_pad)))
-    stored = UOp(Ops.CONTIGUOUS, u.dtype, (permuted,))
-    if row_pad:
-        stored = movement_uop(stored, Ops.SHRINK, tuple((0, n) for n in shape))
-    return movement_uop(stored, Ops.PERMUTE, inverse_permutation(order))
 
 
 def _int_tuple(x: Any, op: str, what: str) -> tuple[int, ...]:

@@ -20,10 +20,8 @@ from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import WINO, ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
-from zeptograd.mixin.functional import PANEL
-from zeptograd.mixin.movement import movement_uop, stored_as
 from zeptograd.mixin.reduce import SPLIT_SUM, sum_of_products
-from zeptograd.runtime.device import cpu_layouts, padded_reads_in_place
+from zeptograd.uop.movement import movement_uop, stored_as
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -117,42 +115,6 @@ def _fan_in(shape: tuple[int, ...], op: str) -> int:
     return prod(shape[1:])
 
 
-# a large convolution on the CPU reads its input from a padded copy: the reads of the kernel then need no gate
-# at the borders, so a row of outputs is one contiguous vector load (one extra copy of the input)
-PAD_COPY_MIN = 1 << 16
-CACHE_LINE = 64  # bytes
-
-
-def _odd_lines_pad(row: int, itemsize: int) -> int:
-    """The elements of padding that make rows of `row` elements an odd number of cache lines apart when they are a
-    multiple of two lines (a channels-last weight's rows of 256 float32 channels: 16 lines -> 17); else 0. Rows a
-    large power of two apart share a few cache sets: 1 KiB apart they fill 4 of L1's 64 sets, and 1/16 of L2."""
-    per_line = max(CACHE_LINE // itemsize, 1)
-    return per_line if row * itemsize % (2 * CACHE_LINE) == 0 else 0
-
-
-def _channels_last_weight(w: UOp, n: int, shape: tuple[int, ...]) -> UOp:
-    """A convolution's weight (Cout, Cin, *k) read from a channels-last copy, contiguous along Cout, seen in `shape`
-    (the same elements): where Cout divides into PANELs, stored as Cout / PANEL panels (*k, Cin, PANEL), each a
-    contiguous block the kernel's tile (two vectors of output channels by output positions) walks straight through,
-    as matmul's B panels; else stored as (*k, Cin, Cout), its rows an odd number of cache lines apart."""
-    cout, cin, kernel = w.shape[0], w.shape[1], w.shape[2:]
-    if cout % PANEL or cout == PANEL:
-        stored = stored_as(w, (*range(2, 2 + n), 1, 0), _odd_lines_pad(cout, w.dtype.itemsize))
-    else:
-        split = movement_uop(w, Ops.RESHAPE, (cout // PANEL, PANEL, cin, *kernel))
-        stored = stored_as(split, (0, *range(3, 3 + n), 2, 1))
-    return movement_uop(stored, Ops.RESHAPE, shape)  # one reshape from the stored view to the one the kernel reads
-
-
-# a large dense convolution with this many channels makes a channels-last copy of its weight (*k, Cin, Cout): then
-# it is a matmul whose register tile is vectors of output channels (contiguous in the weight) by output columns. On
-# the CPU device it reads its input in place (`padded_reads_in_place`); elsewhere, and for a 1x1 convolution, it
-# makes that padded copy channels-last (N, *spatial, C), contiguous along the input channels it sums over. For
-# (8,64,56,56) * (64,64,3,3): 118 -> 171 GFLOP/s in the kernel, for one transposing copy instead of a plain one
-CHANNELS_LAST_MIN = 16
-
-
 def _padded_input(x: Tensor, pads: Sequence[tuple[int, int]]) -> UOp:
     """A convolution's input `x` padded by `pads` on its spatial axes: the PAD node `x.pad` builds, without its
     tensors and checks where no pad is negative (a padding that crops takes `x.pad`'s shrink)."""
@@ -161,40 +123,6 @@ def _padded_input(x: Tensor, pads: Sequence[tuple[int, int]]) -> UOp:
     if all(p == (0, 0) for p in pads):
         return x.uop
     return movement_uop(x.uop, Ops.PAD, ((0, 0), (0, 0), *(tuple(p) for p in pads)))
-
-
-def _materialize_padding(x: UOp, device: str) -> bool:
-    return math.prod(x.shape) >= PAD_COPY_MIN and cpu_layouts(device)
-
-
-def _copies_channels_last(x: UOp, device: str, groups: int, cin: int, cout: int) -> bool:
-    """Does a convolution of the padded input `x` on `device` take channels-last copies (a large dense one on a CPU
-    layout): of its weight, and of its input where it does not read it in place?"""
-    return groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN and _materialize_padding(x, device)
-
-
-def _input_windows(
-    x: UOp,
-    device: str,
-    pads: Any,
-    kernel: tuple[int, ...],
-    stride: tuple[int, ...],
-    dilation: tuple[int, ...],
-    channels_last: bool,
-    in_place: bool = True,
-) -> UOp:
-    """The windows (N, Cin, *out, *kernel) of the padded input `x` (on `device`) a convolution sums over, read from a
-    padded channels-last copy (`channels_last`: `_copies_channels_last`) or, where the device reads a convolution's
-    input in place and `in_place` allows it, in place."""
-    u, n = x, len(kernel)
-    if channels_last:
-        if prod(kernel) == 1 or not (in_place and padded_reads_in_place(device)):
-            # the input channels-last, contiguous along them (a 1x1 convolution is a matmul over the channels);
-            # the CPU device reads a convolution's input in place (see `padded_reads_in_place`)
-            u = stored_as(u, (0, *range(2, 2 + n), 1))
-    elif any(p != (0, 0) for p in pads) and _materialize_padding(x, device):
-        u = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
-    return _windows(u, kernel, stride, dilation)
 
 
 def _transposed_kernel(w: Tensor, groups: int) -> Tensor:
@@ -216,6 +144,54 @@ def _spread(x: Tensor, stride: tuple[int, ...]) -> Tensor:
     return x.shrink(((0, lead[0]), (0, lead[1]), *((0, (i - 1) * s + 1) for i, s in zip(spatial, stride))))
 
 
+def _input_gradient(
+    g: Tensor,
+    w: Tensor,
+    spatial: tuple[int, ...],
+    groups: int,
+    stride: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: tuple[tuple[int, int], ...],
+) -> Tensor:
+    """The gradient, with respect to an input of spatial shape `spatial`, of a convolution with kernel `w` (padding
+    `pads` >= 0) whose output has gradient `g`: the transposed convolution of g. g spread out by the stride,
+    convolved with the kernel flipped and its channels swapped within each group, the padding taken back off (and
+    the rows the stride skipped at the end put back); traced through the windows, it was a product per tap (9x the
+    input for 3x3) and a sum of the shifted taps: bench/ops.py's layer 43 -> 17 ms, a depthwise (8,64,56,56)
+    57 -> 2 ms."""
+    n, kernel = len(stride), w.shape[2:]
+    rest = [(i + b + a - d * (k - 1) - 1) % s for i, (b, a), d, k, s in zip(spatial, pads, dilation, kernel, stride)]
+    conv_pads = [(d * (k - 1) - b, d * (k - 1) - a + r) for (b, a), d, k, r in zip(pads, dilation, kernel, rest)]
+    flipped = _transposed_kernel(w, groups)
+    # stored: the ops above the convolution (a reflect pad's backward) read it by regions, and would each recompute it
+    return _spread(g, stride)._conv(flipped, None, groups, (1,) * n, dilation, conv_pads, None, "conv2d").contiguous()
+
+
+def _weight_gradient(
+    x: Tensor,
+    g: Tensor,
+    kernel: tuple[int, ...],
+    groups: int,
+    stride: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: tuple[tuple[int, int], ...],
+) -> Tensor:
+    """The gradient, with respect to its kernel of spatial shape `kernel`, of a convolution of `x` (padding
+    `pads` >= 0) whose output has gradient `g`: each tap's window of the padded input times g, summed over the
+    images and positions, within each group. Marked as the convolution's weight gradient (`CUSTOM_GRAD`
+    "conv_weight"): the scheduler's layout pass gives it the input's layout that pays (schedule/layout.py)."""
+    n = len(stride)
+    cout, cin_g = g.shape[1], x.shape[1] // groups
+    windows = _windows(_padded_input(x, pads), kernel, stride, dilation)
+    xw = type(x)._from_uop(windows, x.device)  # (N, Cin, *out, *kernel), as the forward read them
+    bs, out = xw.shape[0], xw.shape[2 : 2 + n]
+    products = xw.reshape(bs, groups, 1, cin_g, *out, *kernel) * g.reshape(
+        bs, groups, cout // groups, 1, *out, *(1,) * n
+    )
+    dw = products.sum((0, *range(4, 4 + n))).reshape(cout, cin_g, *kernel)
+    return dw._custom_grad("conv_weight", x, g, params=(groups, stride, dilation, pads))
+
+
 @custom_gradient("conv")
 def _conv_grad(
     g: Tensor,
@@ -227,37 +203,31 @@ def _conv_grad(
     dilation: tuple[int, ...],
     pads: tuple[tuple[int, int], ...],
 ) -> tuple[Tensor, Tensor]:
-    """The gradients of a convolution (padding `pads` >= 0). The input's is the transposed convolution of g: g
-    spread out by the stride, convolved with the kernel flipped and its channels swapped within each group, the
-    padding taken back off (and the rows the stride skipped at the end put back); traced through the windows, it
-    was a product per tap (9x the input for 3x3) and a sum of the shifted taps: bench/ops.py's layer 43 -> 17 ms,
-    a depthwise (8,64,56,56) 57 -> 2 ms. The weight's is each tap's window of the padded input times g, summed
-    over the images and positions, within each group."""
-    n = len(stride)
-    kernel, spatial = w.shape[2:], x.shape[2:]
-    cout, cin_g = w.shape[:2]
+    """The gradients of a convolution (padding `pads` >= 0) with respect to its input and its kernel."""
     # g in a buffer of its own: both gradients read each of its elements once for every tap and channel, and their
     # kernels tile reads of memory; a lazy g (a loss's broadcast ones, the mask of a ReLU above) was recomputed at
     # every read and left the kernels untiled ((8,128,28,28) 3x3 under `.sum().backward()`: 1018 -> 56 ms)
     g = g.contiguous()
-    rest = [(i + b + a - d * (k - 1) - 1) % s for i, (b, a), d, k, s in zip(spatial, pads, dilation, kernel, stride)]
-    conv_pads = [(d * (k - 1) - b, d * (k - 1) - a + r) for (b, a), d, k, r in zip(pads, dilation, kernel, rest)]
-    # stored: the ops above the convolution (a reflect pad's backward) read it by regions, and would each recompute it
-    flipped = _transposed_kernel(w, groups)
-    dx = _spread(g, stride)._conv(flipped, None, groups, (1,) * n, dilation, conv_pads, None, "conv2d").contiguous()
-    padded = _padded_input(x, pads)
-    last = _copies_channels_last(padded, x.device, groups, x.shape[1], cout)
-    # the weight's gradient reads a channels-last copy even where the forward reads the input in place: its sum over
-    # the images and positions, with the padded border's gated loads, ran at 17 GFLOP/s (bench/ops.py's layer on
-    # an AVX-512 Zen 4: that kernel 107 -> 12.9 ms, for a 0.7-0.9 ms copy; forward and backward 110 -> 25.5 ms)
-    windows = _input_windows(padded, x.device, pads, kernel, stride, dilation, last, in_place=False)
-    xw = type(x)._from_uop(windows, x.device)  # (N, Cin, *out, *kernel), as the forward read them
-    bs, out = xw.shape[0], xw.shape[2 : 2 + n]
-    products = xw.reshape(bs, groups, 1, cin_g, *out, *kernel) * g.reshape(
-        bs, groups, cout // groups, 1, *out, *(1,) * n
-    )
-    dw = products.sum((0, *range(4, 4 + n))).reshape(cout, cin_g, *kernel)
-    return dx, dw
+    dx = _input_gradient(g, w, x.shape[2:], groups, stride, dilation, pads)
+    return dx, _weight_gradient(x, g, w.shape[2:], groups, stride, dilation, pads)
+
+
+@custom_gradient("conv_weight")
+def _conv_weight_grad(
+    h: Tensor,
+    dw: Tensor,
+    x: Tensor,
+    g: Tensor,
+    groups: int,
+    stride: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: tuple[tuple[int, int], ...],
+) -> tuple[Tensor, Tensor]:
+    """The gradients of a convolution's weight gradient dw(x, g) (a second derivative). Since <h, dw(x, g)> is
+    <g, conv(x, h)>, they are those of the convolution of x with kernel h: for x its input gradient at g, and for g
+    the convolution itself."""
+    dx = _input_gradient(g, h, x.shape[2:], groups, stride, dilation, pads)
+    return dx, x._conv(h, None, groups, stride, dilation, list(pads), None, "conv2d")
 
 
 # Winograd F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015), points 0, +-1,
@@ -556,12 +526,11 @@ class NNMixin:
             return y if bias is None else y + bias.reshape(1, cout, 1, 1)
         # the graph is built as UOps, with no tensor op (and its checks) between them: the conv2d of bench/ops.py
         # took 0.6 ms of Python as tensor ops (and 90 us for its input's pad alone)
-        x = _padded_input(self, pads)
-        last = _copies_channels_last(x, self.device, groups, cin, cout)
-        # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps
+        # (N, G, 1, Cin/G, *out, *k) times (1, G, Cout/G, Cin/G, 1.., *k), summed over Cin/G and the taps; the
+        # scheduler's layout pass decides which copies the operands are read from (schedule/layout.py)
         wshape = (1, groups, cout // groups, cin_g, *(1,) * n, *kernel)
-        wu = _channels_last_weight(weight.uop, n, wshape) if last else movement_uop(weight.uop, Ops.RESHAPE, wshape)
-        u = _input_windows(x, self.device, pads, kernel, stride, dilation, last)  # (N, Cin, *out, *kernel)
+        wu = movement_uop(weight.uop, Ops.RESHAPE, wshape)
+        u = _windows(_padded_input(self, pads), kernel, stride, dilation)  # (N, Cin, *out, *kernel)
         out = u.shape[2 : 2 + n]
         u = movement_uop(u, Ops.RESHAPE, (bs, groups, 1, cin_g, *out, *kernel))
         axes = (3, *range(4 + n, 4 + 2 * n))

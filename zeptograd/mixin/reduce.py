@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from zeptograd.dtype import DType, dtypes
 from zeptograd.gradient import custom_gradient
 from zeptograd.mixin.args import axis_arg, compute_dtype, tensor_dtype
-from zeptograd.mixin.movement import movement_uop
+from zeptograd.uop.movement import movement_uop
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 

@@ -43,9 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import dtypes
+from zeptograd.dtype import dtypes, np_dtype
 from zeptograd.helpers import ArgumentError
-from zeptograd.runtime.buffer import np_dtype
 from zeptograd.tensor import Tensor, lazy_losses
 
 __all__ = ["Optimizer", "OptimizerGroup", "SGD", "Adam", "AdamW", "LAMB", "LARS", "Muon"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import NARROW_FLOATS, DType
+from zeptograd.dtype import DType, np_dtype
 from zeptograd.helpers import GlobalCounters
 from zeptograd.runtime.device import DEVICE_MEMORY
 from zeptograd.uop.ops import Ops, UOp
@@ -80,19 +80,6 @@ def _allocator(device: str) -> Any:
     from zeptograd.runtime.device import Device
 
     return Device[device].allocator
-
-
-_np_dtypes: dict[DType, np.dtype] = {}
-
-
-def np_dtype(dt: DType) -> np.dtype:
-    """The numpy dtype that stores `dt` (for bfloat16 and fp8: the unsigned int that holds their bits)."""
-    if (ret := _np_dtypes.get(dt)) is None:
-        stored = fmt.storage if (fmt := NARROW_FLOATS.get(dt)) is not None else dt
-        if stored.fmt is None:
-            raise TypeError(f"{dt!r} has no numpy equivalent and cannot be stored on this device yet")
-        ret = _np_dtypes[dt] = np.dtype(stored.fmt)
-    return ret
 
 
 class Buffer:

@@ -9,7 +9,6 @@ True
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 from typing import Any
@@ -66,7 +65,6 @@ def cpu_layouts(device: str) -> bool:
     return getattr(renderer, "runs_on_cpu", False) and renderer.max_lanes(Ops.LOAD, dtypes.float32) > 1
 
 
-@functools.cache  # a conv2d's graph asks on every call; the answer is fixed per process (the CPU's vectors)
 def padded_reads_in_place(device: str) -> bool:
     """Does a large convolution on `device` read its input where it lies, the padding as gated loads, rather than
     from a padded channels-last copy? The CPU device: a gated load is C's `g ? p[i] : 0.0f`, whose gate (it depends

@@ -1,6 +1,8 @@
 """Kernelize: cut the lazy tensor graph into kernels.
 
-A node gets its own buffer (it is *realized*) when
+First the layout pass (layout.py) lets each contraction read its operands from copies in the layouts its device's
+facts make pay (a matmul's B panels, a convolution's channels-last copies); each copy is a CONTIGUOUS, so a kernel
+of its own. Then a node gets its own buffer (it is *realized*) when
 
 - it is a root being realized, a CONTIGUOUS, an assignment (`STORE(BUFFER, value)`) or a device COPY;
 - it is a REDUCE_AXIS whose result is broadcast back (reaches an EXPAND) or feeds another reduction:
@@ -29,6 +31,7 @@ from zeptograd.dtype import dtypes
 from zeptograd.helpers import SPEC, STORE_COST
 from zeptograd.runtime.device import runs_in_order
 from zeptograd.schedule.indexing import IndexingContext, at, indexing
+from zeptograd.schedule.layout import LayoutFacts, layout_facts, layouts
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.shape import prod, strides_for
@@ -420,6 +423,29 @@ def _reshaped_buffer_value(u: UOp) -> UOp | None:
     return u if u.op in (Ops.CONTIGUOUS, Ops.COPY) else None
 
 
+_CONTRACTIONS = (Ops.REDUCE_AXIS, Ops.CUSTOM_GRAD)  # the ops the layout pass looks at
+
+
+def _laid_out(sink: UOp, devices: list[str]) -> tuple[UOp, dict[UOp, UOp], set[UOp]]:
+    """`sink` with its contractions reading their operands in their devices' layouts (layout.py); a map from each
+    node that pass rebuilt back to the node of `sink` it stands for, and the nodes of `sink`."""
+    device_cache: dict[UOp, str | None] = {}
+    facts: dict[str, LayoutFacts] = {}
+
+    def facts_of(u: UOp) -> LayoutFacts:
+        device = device_of(u, device_cache) or devices[0]
+        if device not in facts:
+            facts[device] = layout_facts(device)
+        return facts[device]
+
+    memo: dict[UOp, UOp] = {}
+    laid = layouts(sink, facts_of, memo)
+    if laid is sink:
+        return sink, {}, set()
+    original = set(sink.toposort())
+    return laid, {memo[u]: u for u in original if memo[u] is not u}, original
+
+
 def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
     """The kernels (and copies) that compute `roots`, in an order that respects every dependency, and a
     map from each realized tensor-graph node to the buffer view that now holds its value."""
@@ -427,6 +453,12 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
     if SPEC.value:
         verify(sink, tensor_spec, "tensor graph")
     nodes = _computed(sink)[:-1]
+    back: dict[UOp, UOp] = {}
+    if any(u.op in _CONTRACTIONS for u in nodes):
+        sink, back, original = _laid_out(sink, devices)
+        if back:
+            roots = list(sink.src)
+            nodes = _computed(sink)[:-1]
     consumers: dict[UOp, list[UOp]] = defaultdict(list)
     for u in nodes:
         for s in _reads(u):
@@ -528,6 +560,9 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
         assert buf is not None, "a realized node's view is a view of its buffer"
         views[u] = view_of(buf, u.shape)
     _view_reshaped_sources(views)
+    if back:
+        # the realized nodes as the caller knows them; a layout's copy is an intermediate no tensor holds
+        views = {back.get(u, u): v for u, v in views.items() if u in back or u in original}
     return items, views
 
 

@@ -146,13 +146,15 @@ def graph_rewrite(
     bottom_up: bool = False,
     name: str | None = None,
     budget: int | None = None,
+    memo: dict[UOp, UOp] | None = None,
 ) -> UOp:
     """Rewrite `root` with the rules of `pm` until no rule applies anywhere (a fixed point).
 
     By default a node's sources are rewritten before the node (children first); with `bottom_up=True`
     the rules are tried on a node before its sources are entered (top-down, as tinygrad names it).
     `ctx` is passed to every rule function that takes a `ctx` argument. `budget` caps the number of rule
-    applications (default: 10000 + 64 per node of the input graph).
+    applications (default: 10000 + 64 per node of the input graph). `memo`, when given, is filled with every node
+    the rewrite entered (each node of `root`'s graph among them) and what it became.
     """
     if not isinstance(root, UOp):
         raise TypeError(f"graph_rewrite takes a UOp, got {type(root).__name__}")
@@ -161,7 +163,7 @@ def graph_rewrite(
     if budget is None:
         budget = BUDGET_BASE + BUDGET_PER_NODE * len(root.toposort())
     state = _Pass(pm, ctx, name or "graph_rewrite", budget)
-    done: dict[UOp, UOp] = {}
+    done: dict[UOp, UOp] = {} if memo is None else memo
     in_progress: set[UOp] = set()
     # stack entries: (node, stage, result); stage 0 enters a node, 1 rebuilds it from its rewritten
     # sources and applies the rules, 2 takes the result of the node it was rewritten into

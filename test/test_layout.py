@@ -1,0 +1,168 @@
+"""The scheduler's layout pass: which copies a contraction reads its operands from, decided per device from its
+renderer's facts, never by the Tensor front end. Values are torch's or numpy's whatever the layouts."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from zeptograd import Device, Tensor
+from zeptograd.codegen.heuristic import hand_coded_opts
+from zeptograd.engine import realize as engine
+from zeptograd.schedule import kernelize
+from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.schedule.layout import LayoutFacts, layout_facts
+from zeptograd.uop.ops import Ops
+
+PACKAGE = Path(__file__).parent.parent / "zeptograd"
+FRONT_END = [
+    PACKAGE / "tensor.py",
+    PACKAGE / "gradient.py",
+    *(PACKAGE / "mixin").glob("*.py"),
+    *(PACKAGE / "nn").glob("*.py"),
+]
+NO_LAYOUTS = LayoutFacts(vector_layouts=False, float_lanes=1, reads_padded_in_place=False, tensor_cores=())
+
+
+def _randn(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("path", FRONT_END, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_the_front_end_imports_nothing_of_the_machine(path: Path) -> None:
+    """The Tensor front end builds one graph whatever the device: it imports nothing from runtime/, renderer/ or
+    codegen/ (at the top of a module or inside a function)."""
+    imported = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.append(node.module)
+        elif isinstance(node, ast.Import):
+            imported.extend(alias.name for alias in node.names)
+    machine = [
+        m for m in imported if m.split(".")[:2] in (["zeptograd", p] for p in ("runtime", "renderer", "codegen"))
+    ]
+    assert not machine, f"{path.name} imports {machine}"
+
+
+def _host(monkeypatch: pytest.MonkeyPatch, vector_bytes: int) -> None:
+    """Make the CPU device's renderer one whose vectors hold `vector_bytes` (32: AVX2-like, 64: AVX-512-like)."""
+    renderer = Device["CPU"].renderer
+    native = type(renderer).max_lanes
+
+    def max_lanes(op: Ops, dt) -> int:
+        lanes = native(renderer, op, dt)
+        return lanes if lanes == 1 else vector_bytes // dt.itemsize
+
+    monkeypatch.setattr(renderer, "max_lanes", max_lanes)
+
+
+def _program(x: Tensor, w: Tensor, m: Tensor, v: Tensor) -> list[Tensor]:
+    """A convolution and a matmul, forward and backward: the loss's gradients."""
+    loss = x.conv2d(w, padding=1).relu().sum() + (m @ v).relu().sum()
+    return list(loss.gradient(w, v))
+
+
+def test_one_tensor_graph_on_every_host_and_layouts_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same program builds the same tensor graph with AVX2-like and AVX-512-like vectors set on the CPU's
+    renderer; the schedules differ (a matmul's B panels and a convolution weight's are two vectors wide: 16 or 32
+    columns), and so do the kernels' plans."""
+    shapes = ((2, 16, 48, 48), (32, 16, 3, 3), (48, 256), (256, 256))
+    inputs = [Tensor(_randn(shape, seed)).realize() for seed, shape in enumerate(shapes)]
+    graphs, schedules, plans = [], [], []
+    for vector_bytes in (32, 64):
+        with monkeypatch.context() as m:
+            _host(m, vector_bytes)
+            roots = [g.uop for g in _program(*inputs)]
+            graphs.append(roots)
+            items, _ = create_schedule(roots, ["CPU"] * len(roots))
+            schedules.append([item.ast for item in items])
+            plans.append([tuple(hand_coded_opts(item.ast, Device["CPU"].renderer)) for item in items])
+    assert all(a is b for a, b in zip(*graphs))
+    kernels = [{ast.arg for ast in schedule} for schedule in schedules]
+    assert "E_16_256_16" in kernels[0] and "E_8_256_32" in kernels[1]  # B's panels: 16 columns, or 32
+    # the weight's channels-last copy: 2 panels of 16 output channels, or one row of 32 padded by a cache line
+    assert "E_2_3_3_16_16" in kernels[0] and "E_3_3_16_48" in kernels[1]
+    assert set(plans[0]) != set(plans[1])
+
+
+def _facts(monkeypatch: pytest.MonkeyPatch, facts: LayoutFacts | None) -> None:
+    """Schedule with `facts` for every device (None: each device's own)."""
+    engine._schedules.clear()
+    if facts is not None:
+        monkeypatch.setattr(kernelize, "layout_facts", lambda device: facts)
+
+
+@pytest.mark.parametrize("copies", [True, False], ids=["device layouts", "no copies"])
+def test_layouts_change_no_value(copies: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A residual convolution block and a matmul trained one step, with this device's layouts and with no layout
+    copies at all: each gradient is torch's."""
+    _facts(monkeypatch, None if copies else NO_LAYOUTS)
+    xs, ws, ms, vs = _randn((2, 16, 24, 24), 1), _randn((16, 16, 3, 3), 2), _randn((32, 256), 3), _randn((256, 64), 4)
+    x, w, m, v = (Tensor(a).realize() for a in (xs, ws, ms, vs))
+    y = x + x.conv2d(w, padding=1, stride=1).relu()
+    loss = y.conv2d(w, padding=1, stride=2).square().mean() + (m @ v).tanh().sum()
+    gw, gv = loss.gradient(w, v)
+
+    tx, tw, tm, tv = (torch.tensor(a, requires_grad=True) for a in (xs, ws, ms, vs))
+    ty = tx + F.conv2d(tx, tw, padding=1).relu()
+    tloss = F.conv2d(ty, tw, padding=1, stride=2).square().mean() + (tm @ tv).tanh().sum()
+    tgw, tgv = torch.autograd.grad(tloss, [tw, tv])
+    np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gv.numpy(), tgv.numpy(), rtol=1e-4, atol=1e-4)
+    engine._schedules.clear()
+
+
+@pytest.mark.parametrize(
+    "shapes, transposed, device, kernels",
+    [
+        (((64, 256), (256, 256)), False, "CPU", 2),  # B in panels, then the product
+        (((64, 256), (256, 256)), True, "CPU", 1),  # x @ w.T reads w along the sum: no copy
+        (((2, 64, 256), (256, 256)), False, "CPU", 2),  # a batch of A: the same B panels
+        (((2, 128), (128, 256)), False, "CPU", 1),  # 2 rows: too few to pay for a copy
+        (((64, 256), (256, 256)), False, "PYTHON", 1),  # the interpreter has no caches to lay out for
+    ],
+)
+def test_matmul_panels_are_the_pass_decision(shapes, transposed: bool, device: str, kernels: int) -> None:
+    a_np, b_np = _randn(shapes[0], 7), _randn(shapes[1], 8)
+    a = Tensor(a_np, device=device).realize()
+    b = Tensor(b_np.T.copy() if transposed else b_np, device=device).realize()
+    out = a @ (b.T if transposed else b)
+    items, _ = create_schedule([out.uop], [device])
+    assert len(items) == kernels, [item.ast.arg for item in items]
+    np.testing.assert_allclose(out.numpy(), a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4)
+
+
+def test_a_front_end_graph_has_no_layout_copies() -> None:
+    """matmul and conv2d build plain contractions: no CONTIGUOUS until the scheduler's pass adds them."""
+    x, w = Tensor(_randn((2, 16, 48, 48), 9)).realize(), Tensor(_randn((32, 16, 3, 3), 10)).realize()
+    a, b = Tensor(_randn((64, 256), 11)).realize(), Tensor(_randn((256, 256), 12)).realize()
+    for out in (x.conv2d(w, padding=1), a @ b):
+        assert not any(u.op is Ops.CONTIGUOUS for u in out.uop.toposort())
+        assert layout_facts("CPU").vector_layouts and len(create_schedule([out.uop], ["CPU"])[0]) >= 2
+
+
+@pytest.mark.parametrize("stride, padding, groups", [(1, 1, 1), (2, 1, 1), (1, 0, 2)])
+def test_second_derivative_through_a_weight_gradient(stride: int, padding: int, groups: int) -> None:
+    """The gradient of a convolution's weight gradient, with respect to the input and to the output gradient, is
+    torch's (double backward)."""
+    xs, ws = _randn((2, 4, 9, 8), 13), _randn((6, 4 // groups, 3, 3), 14)
+    x, w = Tensor(xs), Tensor(ws)
+    y = x.conv2d(w, padding=padding, stride=stride, groups=groups)
+    gs, hs = _randn(y.shape, 15), _randn(ws.shape, 16)
+    g = Tensor(gs)
+    (dw,) = (y * g).sum().gradient(w)
+    gx, gg = (dw * Tensor(hs)).sum().gradient(x, g)
+
+    tx, tw, tg = torch.tensor(xs, requires_grad=True), torch.tensor(ws, requires_grad=True), torch.tensor(gs)
+    tg.requires_grad = True
+    ty = F.conv2d(tx, tw, padding=padding, stride=stride, groups=groups)
+    (tdw,) = torch.autograd.grad((ty * tg).sum(), [tw], create_graph=True)
+    tgx, tgg = torch.autograd.grad((tdw * torch.tensor(hs)).sum(), [tx, tg])
+    np.testing.assert_allclose(dw.numpy(), tdw.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,54 @@
+"""Tensor-graph movement nodes built directly, without the Tensor front end's checks: the front end's products
+(conv2d, matmul) and the scheduler's layout pass build their graphs with them.
+
+>>> from zeptograd.dtype import dtypes
+>>> x = UOp.const(dtypes.float32, 1.0)
+>>> stored_as(movement_uop(x, Ops.RESHAPE, (1, 1)), (1, 0)).op.name
+'PERMUTE'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.shape import inverse_permutation
+
+
+def movement_uop(u: UOp, op: Ops, arg: Any) -> UOp:
+    """Movement op `op` of tensor-graph node `u`, built with no checks (the caller's shapes are right); none where
+    it would change nothing. Ops that build their graph as UOps use it (conv2d, matmul).
+
+    >>> from zeptograd.dtype import dtypes
+    >>> c = UOp.const(dtypes.float32, 1.0)
+    >>> movement_uop(c, Ops.RESHAPE, ()) is c, movement_uop(c, Ops.RESHAPE, (1, 1)).shape
+    (True, (1, 1))
+    """
+    if (op is _RESHAPE or op is _EXPAND) and arg == u.shape:
+        return u
+    if op is _PERMUTE and arg == tuple(range(len(arg))):
+        return u
+    if op is _SHRINK and all(b == 0 and e == n for (b, e), n in zip(arg, u.shape)):
+        return u
+    return UOp(op, u.dtype, (u,), arg)
+
+
+# module constants: on Python 3.11 `Ops.X` goes through EnumType.__getattr__ (0.1 us a lookup), and conv2d and
+# matmul build their graphs through movement_uop
+_RESHAPE, _EXPAND, _PERMUTE, _SHRINK = Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK
+
+
+def stored_as(u: UOp, order: tuple[int, ...], row_pad: int = 0) -> UOp:
+    """`u` read from a copy stored with its axes in `order` (what `t.permute(order).contiguous()` stores), seen in
+    its own axis order again: a layout chosen for the kernels that read it (a convolution's channels-last input,
+    a matmul's B panels). `row_pad` elements of padding end each row of the copy (its last axis), which the view
+    leaves out: rows a large power of two apart share a few cache sets, so a kernel walking down a column evicts
+    its own lines long before the cache is full."""
+    permuted = movement_uop(u, Ops.PERMUTE, order)
+    shape = permuted.shape
+    if row_pad:
+        permuted = movement_uop(permuted, Ops.PAD, (*((0, 0),) * (len(shape) - 1), (0, row_pad)))
+    stored = UOp(Ops.CONTIGUOUS, u.dtype, (permuted,))
+    if row_pad:
+        stored = movement_uop(stored, Ops.SHRINK, tuple((0, n) for n in shape))
+    return movement_uop(stored, Ops.PERMUTE, inverse_permutation(order))
