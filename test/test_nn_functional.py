@@ -420,6 +420,8 @@ CONV_T_CASES = [
     ((2, 3, 4, 5), (3, 2, 3, 3), {"stride": 2, "padding": 3}),  # padding past d * (k - 1): the conv crops
     ((1, 2, 6), (2, 3, 4), {"stride": 3, "padding": 2, "output_padding": 2}),  # 1-d
     ((1, 2, 3, 2, 3), (2, 2, 2, 3, 2), {"stride": (2, 1, 2), "padding": (0, 1, 1)}),  # 3-d
+    ((2, 3, 4, 5), (3, 2, 3, 3), {"dilation": 3, "output_padding": 2}),  # output_padding past the stride
+    ((2, 8, 4, 4), (8, 4, 2, 2), {"stride": 2}),  # a UNet's upsampling: windows that do not overlap
 ]
 
 

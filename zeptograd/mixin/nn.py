@@ -230,6 +230,30 @@ def _conv_weight_grad(
     return dx, x._conv(h, None, groups, stride, dilation, list(pads), None, "conv2d")
 
 
+@custom_gradient("conv_transpose")
+def _conv_transpose_grad(
+    g: Tensor,
+    y: Tensor,
+    x: Tensor,
+    w: Tensor,
+    groups: int,
+    stride: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: tuple[tuple[int, int], ...],
+) -> tuple[Tensor, Tensor]:
+    """The gradients of a transposed convolution y = conv_transpose(x, w) (padding `pads`). It is the adjoint of
+    conv2d(., w) with the same stride, dilation and padding: <g, conv_transpose(x, w)> = <conv2d(g, w), x>. So the
+    input's gradient is conv2d(g, w), its rows past x's (output_padding beyond the stride) cut off, and the kernel's
+    is conv2d's weight gradient with g as the input and x as the output's gradient (zeros past x's rows). Through
+    the spread input instead, both computed every position of the stride's grid and kept one in stride**n."""
+    g = g.contiguous()
+    dx = g._conv(w, None, groups, stride, dilation, list(pads), None, "conv_transpose2d")
+    out = dx.shape[2:]
+    dx = dx.shrink(((0, dx.shape[0]), (0, dx.shape[1]), *((0, i) for i in x.shape[2:])))
+    xo = x.pad(((0, 0), (0, 0), *((0, o - i) for o, i in zip(out, x.shape[2:])))) if out != x.shape[2:] else x
+    return dx, _weight_gradient(g, xo, w.shape[2:], groups, stride, dilation, pads)
+
+
 # Winograd F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015), points 0, +-1,
 # +-2 and infinity: a 6x6 tile d of the input gives the 4x4 outputs AT ((G g GT) * (BT d B)) A of the 3x3 filter g
 WINO_TILE = 4
@@ -603,12 +627,17 @@ class NNMixin:
             raise ArgumentError(f"{op}: input shape {x.shape} with weight {w.shape} gives output size {tuple(sizes)}")
         # a transposed conv is a conv of the input spread out by the stride (stride - 1 zeros between elements),
         # with the kernel flipped and its in/out channels swapped within each group
-        x = _spread(x, stride_)
-        w = _transposed_kernel(w, groups)
         conv_pads = [
             (d * (k - 1) - p, d * (k - 1) - p + o) for k, d, (p, _), o in zip(kernel, dilation_, pads, out_pad)
         ]
-        out = x._conv(w, bias, groups, (1,) * n, dilation_, conv_pads, None, op)
+        out = _spread(x, stride_)._conv(
+            _transposed_kernel(w, groups), None, groups, (1,) * n, dilation_, conv_pads, None, op
+        )
+        if out.dtype is x.dtype and w.dtype is x.dtype:
+            # its gradients are a strided convolution's, not the spread input's (3/4 zeros with stride 2)
+            out = out._custom_grad("conv_transpose", x, w, params=(groups, stride_, dilation_, tuple(pads)))
+        if bias is not None:
+            out = out + bias.reshape(1, -1, *(1,) * n)
         return out.reshape(out.shape[1:]) if unbatched else out
 
     # *** pooling ***
