@@ -166,3 +166,19 @@ def test_second_derivative_through_a_weight_gradient(stride: int, padding: int, 
     np.testing.assert_allclose(dw.numpy(), tdw.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("in_place, kernels", [(True, 2), (False, 1)])
+def test_a_small_convolution_read_in_place_copies_its_weight(in_place: bool, kernels: int, monkeypatch) -> None:
+    """A dense convolution on a small map (a UNet's 8x8 level: a padded input below the size a copy of it pays for)
+    copies its weight channels-last where the device reads the input in place (then the kernel tiles vectors of
+    output channels), and nothing where it would need the input's copy too. The values are torch's either way."""
+    facts = LayoutFacts(vector_layouts=True, float_lanes=16, reads_padded_in_place=in_place, tensor_cores=())
+    _facts(monkeypatch, facts)
+    xs, ws = _randn((8, 64, 8, 8), 17), _randn((128, 64, 3, 3), 18)
+    out = Tensor(xs).realize().conv2d(Tensor(ws).realize(), padding=1)
+    items, _ = create_schedule([out.uop], ["CPU"])
+    assert len(items) == kernels, [item.ast.arg for item in items]
+    want = F.conv2d(torch.tensor(xs), torch.tensor(ws), padding=1).numpy()
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+    engine._schedules.clear()

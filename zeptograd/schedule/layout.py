@@ -238,9 +238,11 @@ def padded_input(x: UOp, pads: tuple[tuple[int, int], ...]) -> UOp:
 
 
 def _channels_last(padded: UOp, groups: int, cout: int, facts: LayoutFacts) -> bool:
-    """Does a convolution of the padded input `padded` read channels-last copies (a large dense one on a CPU)?"""
+    """Does a convolution of the padded input `padded` read channels-last copies (a dense one with enough channels
+    on a CPU: large, or read in place, when only the weight is copied)?"""
     cin = padded.shape[1]
-    return facts.vector_layouts and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN and _large(padded)
+    wide = facts.vector_layouts and groups == 1 and min(cin, cout) >= CHANNELS_LAST_MIN
+    return wide and (_large(padded) or facts.reads_padded_in_place)
 
 
 def _large(padded: UOp) -> bool:
