@@ -21,7 +21,7 @@ from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import WINO, ArgumentError
 from zeptograd.mixin.args import compute_dtype, int_arg, shape_arg, tensor_dtype
 from zeptograd.mixin.reduce import SPLIT_SUM, sum_of_products
-from zeptograd.uop.movement import movement_uop, stored_as
+from zeptograd.uop.movement import movement_uop, padded_spatially, stored_as
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import prod
 
@@ -120,9 +120,7 @@ def _padded_input(x: Tensor, pads: Sequence[tuple[int, int]]) -> UOp:
     tensors and checks where no pad is negative (a padding that crops takes `x.pad`'s shrink)."""
     if any(b < 0 or a < 0 for b, a in pads):
         return x.pad(((0, 0), (0, 0), *pads)).uop
-    if all(p == (0, 0) for p in pads):
-        return x.uop
-    return movement_uop(x.uop, Ops.PAD, ((0, 0), (0, 0), *(tuple(p) for p in pads)))
+    return padded_spatially(x.uop, pads)
 
 
 def _transposed_kernel(w: Tensor, groups: int) -> Tensor:

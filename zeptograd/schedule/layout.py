@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from zeptograd.codegen.tensor_cores import FragmentOrder, TensorCore, tensor_cores
 from zeptograd.dtype import DType, dtypes
-from zeptograd.uop.movement import movement_uop, stored_as
+from zeptograd.uop.movement import movement_uop, padded_spatially, stored_as
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
 from zeptograd.uop.rewrite import graph_rewrite
@@ -91,8 +91,9 @@ def device_tensor_cores(device: str) -> tuple[TensorCore, ...]:
     """
     from zeptograd.runtime.device import Device
 
-    renderer = getattr(Device._opened.get(device.split(":")[0]), "renderer", None)
-    return tuple(getattr(renderer, "tensor_cores", None) or tensor_cores(device.split(":")[0]))
+    base = device.split(":")[0]
+    renderer = getattr(Device._opened.get(base), "renderer", None)
+    return tuple(getattr(renderer, "tensor_cores", None) or tensor_cores(base))
 
 
 # *** matmul ***
@@ -230,13 +231,6 @@ def channels_last_weight(w: UOp, n: int, shape: tuple[int, ...], width: int) -> 
     return movement_uop(stored, Ops.RESHAPE, shape)  # one reshape from the stored view to the one the kernel reads
 
 
-def padded_input(x: UOp, pads: tuple[tuple[int, int], ...]) -> UOp:
-    """A convolution's input `x` padded by `pads` (each >= 0) on its spatial axes: the node the front end builds."""
-    if all(p == (0, 0) for p in pads):
-        return x
-    return movement_uop(x, Ops.PAD, ((0, 0), (0, 0), *(tuple(p) for p in pads)))
-
-
 def _channels_last(padded: UOp, groups: int, cout: int, facts: LayoutFacts) -> bool:
     """Does a convolution of the padded input `padded` read channels-last copies (a dense one with enough channels
     on a CPU: large, or read in place, when only the weight is copied)?"""
@@ -315,9 +309,9 @@ def _convolution_layouts(ctx: LayoutContext, c: UOp) -> UOp | None:
     if name not in ("conv", "conv_weight") or c in ctx.laid_out:
         return None
     value, x, other = c.src
-    groups, _stride, _dilation, pads = c.arg[1:5]
+    groups, pads = c.arg[1], c.arg[4]
     facts = ctx.facts_of(c)
-    padded = padded_input(x, pads)
+    padded = padded_spatially(x, pads)
     copies: dict[UOp, UOp] = {}
     if name == "conv":
         w = other

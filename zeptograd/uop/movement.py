@@ -52,3 +52,11 @@ def stored_as(u: UOp, order: tuple[int, ...], row_pad: int = 0) -> UOp:
     if row_pad:
         stored = movement_uop(stored, Ops.SHRINK, tuple((0, n) for n in shape))
     return movement_uop(stored, Ops.PERMUTE, inverse_permutation(order))
+
+
+def padded_spatially(x: UOp, pads: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> UOp:
+    """`x` (N, C, *spatial) zero-padded by `pads` (each >= 0) on its spatial axes: a convolution's padded input, the
+    node that conv2d builds and the scheduler's layout pass looks for (`x` itself where nothing is padded)."""
+    if all(tuple(p) == (0, 0) for p in pads):
+        return x
+    return movement_uop(x, Ops.PAD, ((0, 0), (0, 0), *(tuple(p) for p in pads)))
