@@ -82,7 +82,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from zeptograd.codegen.opt import (
@@ -98,6 +97,7 @@ from zeptograd.codegen.opt import (
 )
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import THREADS
+from zeptograd.renderer.cstyle import CACHE_BYTES
 from zeptograd.uop.ops import Ops, UOp
 
 GROUP_MAX_OUTPUTS = 64  # more outputs than this keep the device busy one work-group per output
@@ -133,21 +133,8 @@ SIX_MIN_REDUCE = 256
 WINDOW_MAX = 4  # a reduce loop this short (a pooling window's side) is unrolled, when its whole window is small
 
 
-def _cache_bytes(level: int, default: int) -> int:
-    """A core's data (or unified) cache of `level`, from Linux's sysfs; `default` where it is not known."""
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            kind = (index / "type").read_text().strip()
-            if (index / "level").read_text().strip() == str(level) and kind in ("Data", "Unified"):
-                size = (index / "size").read_text().strip()
-                return int(size[:-1]) << 10 if size.endswith("K") else int(size)
-        except (OSError, ValueError):
-            continue
-    return default
-
-
-L1_BYTES = _cache_bytes(1, 32 << 10)  # this project's Xeon: 48 KiB; its AMD EPYC (Zen 4): 32 KiB
-L2_BYTES = _cache_bytes(2, 1 << 20)  # the Xeon: 2 MiB; the EPYC: 1 MiB
+L1_BYTES = CACHE_BYTES[1]
+L2_BYTES = CACHE_BYTES[2]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zeptograd.dtype import DType, PtrDType, dtypes
+from zeptograd.renderer import Renderer
 from zeptograd.uop.ops import GroupOp, Ops, UOp, is_zero
 
 C_TYPES: dict[DType, str] = {
@@ -126,6 +127,21 @@ def _x86_flags() -> set[str]:
     return set(line.split())
 
 
+def _cache_bytes(level: int, default: int) -> int:
+    """A core's data (or unified) cache of `level`, from Linux's sysfs; `default` where it is not known."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            if (index / "level").read_text().strip() == str(level) and kind in ("Data", "Unified"):
+                size = (index / "size").read_text().strip()
+                return int(size[:-1]) << 10 if size.endswith("K") else int(size)
+        except (OSError, ValueError):
+            continue
+    return default
+
+
+# a core's L1 data and L2 caches (sysfs; 32 KiB and 1 MiB where not known)
+CACHE_BYTES = {1: _cache_bytes(1, 32 << 10), 2: _cache_bytes(2, 1 << 20)}
 # the host CPU's feature flags (/proc/cpuinfo; empty off x86 Linux)
 X86_FLAGS = _x86_flags()
 _HAS_AVX2_FMA = {"avx2", "fma"} <= X86_FLAGS
@@ -218,7 +234,7 @@ def _float_math(op: Ops, dt: DType, x: str) -> str:
     return f"(({ctype(dt)}){fn}f((float)({x})))"  # half precision computes in float
 
 
-class CRenderer:
+class CRenderer(Renderer):
     """Renders a linear program as a C function `void name(T* restrict data0, ...)`."""
 
     device = "CPU"
@@ -226,6 +242,11 @@ class CRenderer:
     # per op (codegen/narrowfloat.py); a dialect sets it (OpenCL without cl_khr_fp16: float16)
     emulated_floats: frozenset[DType] = frozenset()
     has_local = False  # the C device runs a kernel as a loop nest a core: no work-groups (its GPU dialects have them)
+    has_threads = True
+    runs_on_cpu = True
+    vector_registers = 32 if VECTOR_BYTES == 64 else 16
+    l1_bytes = CACHE_BYTES[1]
+    l2_bytes = CACHE_BYTES[2]
 
     @property
     def paired_gated_stores(self) -> bool:

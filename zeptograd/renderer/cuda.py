@@ -266,6 +266,8 @@ class CUDARenderer(CRenderer):
 
     device = "CUDA"
     has_local = True  # launched over blocks of threads: codegen/gpudims.py makes the launch indices
+    has_threads = False
+    runs_on_cpu = False
     max_local_size = 1024  # threads in a block at most, on every GPU since compute capability 2.0
     local_size = 256  # threads a block the heuristic aims for: 8 warps, several blocks resident on each SM
     fragment_load_lanes = 8  # a WMMA operand in 16-byte loads where they are contiguous and aligned

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from zeptograd.dtype import DType
+from zeptograd.renderer import Renderer
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.render import render_listing
 
 
-class ListingRenderer:
+class ListingRenderer(Renderer):
     device = "PYTHON"
     # EXP2, LOG2, SIN, COS, TAN (...) are computed exactly (Python's math), not as the polynomials compiled targets
     # use: the reference says what the ops mean, and a step per op keeps the interpreter usable

@@ -24,7 +24,13 @@ import struct
 from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes, truncate
-from zeptograd.renderer.cstyle import MATH_FUNCTIONS, VECTOR_LANES  # the C device's widths: the same programs
+from zeptograd.renderer import Renderer
+from zeptograd.renderer.cstyle import (  # the C device's widths: the same programs
+    CACHE_BYTES,
+    MATH_FUNCTIONS,
+    VECTOR_BYTES,
+    VECTOR_LANES,
+)
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 LLVM_TYPES: dict[DType, str] = {
@@ -101,10 +107,15 @@ def _zero(dt: DType) -> str:
     return llvm_const(0.0 if dtypes.is_float(dt) else 0, dt)
 
 
-class LLVMRenderer:
+class LLVMRenderer(Renderer):
     """Renders a linear program as an LLVM IR module holding `define void @name(ptr noalias %data0, ...)`."""
 
     device = "LLVM"
+    has_threads = True
+    runs_on_cpu = True
+    vector_registers = 32 if VECTOR_BYTES == 64 else 16
+    l1_bytes = CACHE_BYTES[1]
+    l2_bytes = CACHE_BYTES[2]
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every scalar dtype LLVM IR has a type for (all of C's).

@@ -76,6 +76,7 @@ class OpenCLRenderer(CRenderer):
 
     device = "CL"
     has_local = True
+    has_threads = False
     runs_on_cpu = False  # the device sets it: a CPU driver (PoCL) gets the CPU's layouts
     # work-items of a work-group at most: OpenCL guarantees at least 256 on a GPU; PoCL's CPU device takes 4096
     max_local_size = 256

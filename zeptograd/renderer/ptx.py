@@ -47,6 +47,7 @@ from collections.abc import Sequence
 
 from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes, truncate
+from zeptograd.renderer import Renderer
 from zeptograd.renderer.cuda import CUDA_DTYPES, MMA_TYPES, launch_order
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
@@ -135,7 +136,7 @@ def ptx_const(value: object, dt: DType) -> str:
     return str(v - (1 << bits) if v >= 1 << (bits - 1) else v)
 
 
-class PTXRenderer:
+class PTXRenderer(Renderer):
     """Renders a linear program as a PTX module with one `.visible .entry` (see the module docstring)."""
 
     device = "PTX"

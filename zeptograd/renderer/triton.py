@@ -38,6 +38,7 @@ import struct
 from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes
+from zeptograd.renderer import Renderer
 from zeptograd.renderer.cstyle import _INFIX as C_INFIX
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
@@ -95,7 +96,7 @@ def block_size(uops: Sequence[UOp]) -> tuple[int, int]:
     return items, 1 << max(items - 1, 0).bit_length()
 
 
-class TritonRenderer:
+class TritonRenderer(Renderer):
     """Renders a linear program as a Triton kernel (see the module docstring)."""
 
     device = "TRITON"

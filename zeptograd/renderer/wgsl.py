@@ -98,6 +98,7 @@ class WGSLRenderer(CRenderer):
 
     device = "WEBGPU"
     has_local = True
+    has_threads = False
     # invocations in a work-group at most: WebGPU's default limit (maxComputeInvocationsPerWorkgroup)
     max_local_size = 256
     # WGSL has no way to forbid contraction: a driver may fuse a*b+c into an FMA (lavapipe does), so a product
