@@ -1,6 +1,6 @@
 """Every device against the CPU device (gcc), row by row, in one run (a benchmark, not a test).
 
-    python bench/devices.py                  # every device this machine has but PYTHON, 3 rounds, medians
+    python bench/devices.py                  # every device this host has but PYTHON, 3 rounds, medians
     python bench/devices.py --device CL      # one device against the CPU
     python bench/devices.py --quick          # small sizes: a smoke test
 

@@ -156,7 +156,7 @@ def test_assign_hazard(name: str, t_fn: Callable, np_fn: Callable, device: str):
 
 @pytest.mark.parametrize(("name", "t_fn", "np_fn"), HAZARDS[:4], ids=[h[0] for h in HAZARDS[:4]])
 def test_assign_hazard_float64_input(name: str, t_fn: Callable, np_fn: Callable):
-    # np.arange(16.) is float64: the brief's literal example
+    # np.arange(16.) is float64: the hazard with a float64 source
     a = np.arange(16.0).reshape(4, 4)
     t = Tensor(a).realize()
     t.assign(t_fn(t))

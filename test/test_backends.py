@@ -1,4 +1,4 @@
-"""What every compiled backend must agree on, run on each one this machine has (LLVM, CL, WEBGPU where wgpu finds an
+"""What every compiled backend must agree on, run on each one this host has (LLVM, CL, WEBGPU where wgpu finds an
 adapter, CUDA and PTX with a GPU):
 the op suite's random programs against numpy, and arithmetic bit for bit the PYTHON reference's."""
 
@@ -16,7 +16,7 @@ RANDOM_PROGRAMS = {"LLVM": (3, 20, 10), "CL": (2, 15, 6), "CUDA": (2, 15, 6), "P
 
 def usable(device: str) -> str:
     if not Device.usable(device):
-        pytest.skip(f"{device} is not usable on this machine")
+        pytest.skip(f"{device} is not usable on this host")
     return device
 
 

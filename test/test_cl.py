@@ -188,7 +188,7 @@ def test_heuristic_groups_a_long_full_reduction():
 @pytest.mark.parametrize("shape", [(512, 1024), (64, 8, 96), (250, 300), (7, 33)])
 def test_heuristic_row_sums_read_rows_contiguously(shape: tuple[int, ...]):
     # 4 rows a work-item, upcast before the unroll: each vector is a run of one row (vloadN), not one element of
-    # each of 4 rows gathered (a 4096^2 row sum on PoCL: 2.5 -> 1.4 ms)
+    # each of 4 rows gathered, which PoCL runs at about half the speed
     a = data(shape, dtypes.float32)
     t = cl(a).realize()
     items, _ = create_schedule([t.sum(axis=-1).uop], ["CL"])
@@ -330,7 +330,7 @@ def test_pocl_kernels_on_x86_say_clwb_so_builtins_inline(monkeypatch):
 
 
 def test_a_cpu_driver_gets_the_cpus_layouts():
-    """PoCL runs work-groups on this machine's cores: a large matmul copies B into panels and a large convolution
+    """PoCL runs work-groups on the host's cores: a large matmul copies B into panels and a large convolution
     reads a padded channels-last copy of its input (and of its weight), as on the CPU device, one kernel more
     each; the values are numpy's and torch's."""
     torch = pytest.importorskip("torch")

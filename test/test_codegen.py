@@ -1,5 +1,5 @@
 """Codegen, renderer and runtime: hand-built kernels run on both devices and are checked against Python;
-the linear program has the shape seed 003 describes; compiled kernels are cached; DEBUG prints."""
+the linear program has the shape docs/internals.md describes; compiled kernels are cached; DEBUG prints."""
 
 from __future__ import annotations
 

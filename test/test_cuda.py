@@ -206,7 +206,7 @@ def test_compile_error_has_log_and_source() -> None:
 
 def test_missing_cuda_names_what_to_install() -> None:
     if Device.usable("CUDA"):
-        pytest.skip("this machine has a usable CUDA device")
+        pytest.skip("this host has a usable CUDA device")
     with pytest.raises(DeviceUnavailable, match="CUDA"):
         Tensor([1.0], device="CUDA")
 
@@ -489,7 +489,7 @@ def test_a_new_kernel_computes_the_same_in_its_quick_and_its_optimized_build() -
 @needs_gxx
 @pytest.mark.parametrize("dtype, lanes", [(np.float16, 2), (np.uint8, 4), (np.int16, 2), (np.float32, 1)])
 def test_threads_of_narrow_elementwise_kernels_take_four_bytes(emulated: Any, dtype: Any, lanes: int) -> None:
-    # the heuristic's UPCAST for 1- and 2-byte values (an fp16 copy into fragment order 57 -> 39 us on an H100):
+    # the heuristic's UPCAST for 1- and 2-byte values (each thread moves 4 bytes, as the GPU's loads like):
     # the plan, and what the kernel computes (odd sizes too: an UPCAST that does not divide is not taken)
     for n in (4096, 4094, 4093):
         a = (RNG.standard_normal(n) * 20).astype(dtype)

@@ -145,7 +145,8 @@ def test_every_flag_and_environment_variable_is_documented():
 
 
 def test_flag_defaults_match_the_code():
-    rows = dict(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*?) \|", (ROOT / "docs" / "debugging.md").read_text(), re.M))
+    doc = (ROOT / "docs" / "debugging.md").read_text()
+    rows = dict(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*?) \|", doc, re.M))
     for name, default in _flag_defaults().items():
         assert name in rows, f"flag {name} has no row in docs/debugging.md's tables"
         if default:
@@ -192,9 +193,9 @@ def _scanned_files():
         base = ROOT / name
         files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
         for path in files:
-            if path.suffix in {".py", ".md", ".sh", ".cu", ".toml", ""} and path.name != "test_docs.py":
-                if "__pycache__" not in path.parts:
-                    yield path
+            known = path.suffix in {".py", ".md", ".sh", ".cu", ".toml", ""}
+            if known and path.name != "test_docs.py" and "__pycache__" not in path.parts:
+                yield path
 
 
 def test_nothing_narrates_its_own_making():

@@ -1,4 +1,4 @@
-"""The HIP renderer: seed 003's lowering of each UOp it lists (golden tests on the rendered text), every kernel of
+"""The HIP renderer: the lowering contract of each UOp it lists (golden tests on the rendered text), every kernel of
 test_cuda.py's op set compiled by clang's AMDGPU backend for gfx1100 and gfx90a (skipped without such a clang:
 `pip install -e ".[hip]"`), and RDNA3 tensor-core kernels checked against numpy on the PYTHON device's
 interpreter (no AMD GPU is at hand to run them).
@@ -45,7 +45,7 @@ def cpu(x: np.ndarray) -> Tensor:
     return Tensor(x, device="CPU").realize()
 
 
-# ---- seed 003's lowerings, one UOp at a time
+# ---- the contract's lowerings, one UOp at a time
 
 
 def test_kernel_head_and_parameters() -> None:

@@ -626,7 +626,7 @@ def test_a_tile_stores_neighbouring_outputs_in_pairs_under_their_gate():
     """The 6-output convolution tile (2 columns by 3 rows, the rows padded 17 -> 18) stores its 96 outputs as 48
     pairs of neighbouring columns, one two-lane store each, those of the padded row under their row's gate, not
     lane by lane; taken from the accumulators pair by pair, so gcc keeps all 12 in registers (in address order
-    it spilled accumulators in the loop: bench/ops.py's layer 11 -> 24 ms). The values are numpy's direct
+    it spilled accumulators in the loop, twice as slow). The values are numpy's direct
     convolution, the extra row never stored."""
     x, w = _inputs((8, 64, 17, 10), (16, 64, 3, 3), seed=51)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
@@ -638,7 +638,7 @@ def test_a_tile_stores_neighbouring_outputs_in_pairs_under_their_gate():
     assert len(stores) == 48 and all(s.startswith("(*(float2_u*)&data0[") for s in stores), stores
     assert src.count("if (") >= 16, src  # the padded row's 16 pairs, each under its gate
     np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-3, atol=1e-3)
-    # LLVM, given the pairs' order, spilled an accumulator in the loop (13.7 -> 17.7 ms): it keeps the tile's stores
+    # LLVM, given the pairs' order, spilled an accumulator in the loop: it keeps the tile's stores
     # lane by lane (`paired_gated_stores`)
     from zeptograd.renderer.llvmir import LLVMRenderer
 
@@ -691,7 +691,7 @@ print("ok")
 @pytest.mark.parametrize("rows, tile", [(14, 7), (6, 6), (12, 6), (40, 8), (11, None)])
 def test_a_register_tile_takes_as_many_rows_as_divide(rows, tile):
     """The matmul tile's rows are the largest divisor of m up to the register budget (8 rows with AVX-512, 4 with
-    AVX2): 7 for m = 14 (the 14 tile columns of a Winograd convolution: 2.6 -> 1.8 ms in its transform), not 2;
+    AVX2): 7 for m = 14 (the 14 tile columns of a Winograd convolution, whose transform is faster so), not 2;
     none when only 1 divides. The values match numpy's matmul."""
     a, b = _inputs((5, rows, 64), (5, 64, 32), seed=17)
     ta, tb = Tensor(a).realize(), Tensor(b).realize()
@@ -849,7 +849,7 @@ def test_pooling_windows_are_unrolled_and_vectorized_along_the_row():
 def test_transposing_copies_take_a_tile_of_vectors_each_way(shape, perm):
     """A transposing copy is planned as a tile of lanes x lanes, or half the lanes each way where the output's
     contiguous axis is not a multiple of them (a channels-last convolution output of width 56 back to NCHW:
-    1.6 -> 0.6 ms); where the output's axis takes whole cache lines (16 values) and a vector is narrower, the tile
+    3x faster); where the output's axis takes whole cache lines (16 values) and a vector is narrower, the tile
     is as many values, a line of the output by the rest (AVX2: 4 x 16, each output row stored as a whole line); the
     read's contiguous axis padded to the tile where it does not divide, by at most a quarter. Its stores are whole
     vectors, and every element lands where numpy's transpose puts it."""
@@ -995,7 +995,7 @@ def test_a_padded_channels_last_copy_reads_its_tile_as_vector_loads(device, shap
     """A convolution's channels-last copy of a padded input, under the CPU's plan (a tile of channels x padded
     columns): each column run of the tile is one vector load, masked where its lanes have gates of their own
     (the padded border, the columns the tile's padding adds), and the tile is turned around by shuffles; it was a
-    scalar load per element (an 8 x 8 tile in L2: 89 -> 58 us). Every element lands where numpy puts it."""
+    scalar load per element, a third slower. Every element lands where numpy puts it."""
     (a,) = _inputs(shape, seed=43)
     width = ((0, 0), (0, 0), pads, pads)
 
@@ -1038,7 +1038,7 @@ def test_row_sums_on_an_opencl_renderer_load_contiguous_vectors(lanes: int, shap
 
 def test_a_dot_on_an_opencl_renderer_gets_no_upcast_after_its_unroll():
     """x @ w.T on OpenCL keeps the CPU's tile (4 x 4 outputs, vectors along the reduce axis): a further UPCAST of
-    the output after the UNROLL interleaved rows into the vectors (128x784 @ 784x256 on PoCL: 2.5 -> 2.0 ms)."""
+    the output after the UNROLL interleaved rows into the vectors, which PoCL ran slower."""
     from zeptograd.renderer.opencl import OpenCLRenderer
 
     item = _kernel(Tensor(np.ones((128, 784), np.float32)) @ Tensor(np.ones((256, 784), np.float32)).T, "CPU")
@@ -1087,7 +1087,7 @@ def test_unrolled_reductions_of_any_lane_layout_match_numpy(op: str, plan: list[
 def test_matmul_tile_of_three_vectors_pads_n(n: int):
     """The weight gradient of nn.Linear(784, ...), g.T @ x with x (batch, 784): 784 is 49 vectors, no multiple of
     two; with 32 vector registers the tile is 8 rows by three vectors (48 floats), n padded to 816 (the extra
-    columns gated off), 195 -> 160 us for a batch of 128 and 256 outputs. With AVX2 (16 registers) the tile
+    columns gated off), which uses the registers two vectors leave idle. With AVX2 (16 registers) the tile
     stays two vectors wide."""
     g, x = _inputs((64, 32), (64, n), seed=23)
     tg, tx = Tensor(g).realize(), Tensor(x).realize()
@@ -1166,7 +1166,7 @@ def test_a_convolution_weight_gradient_takes_avx2_six_row_tile():
     """A convolution's weight gradient (a sum over the images' rows and columns of the output gradient times the
     input's windows, per image) takes AVX2's matmul tile: 6 output channels by two vectors of input channels, the
     40 output channels padded to 42 (the padded rows' reads clamped, their stores skipped). bench/ops.py's layer,
-    that kernel alone: 20.4 -> 17.2 ms. The values are numpy's."""
+    that kernel alone, is faster than with the 4 x 16 tile. The values are numpy's."""
     x, w, g = _inputs((8, 16, 24, 24), (40, 16, 3, 3), (8, 40, 24, 24), seed=52)
     tx, tw = Tensor(x).realize().requires_grad_(), Tensor(w).realize().requires_grad_()
     (tx.conv2d(tw, padding=1) * Tensor(g).realize()).sum().backward()
@@ -1223,7 +1223,7 @@ def test_matmul_splits_the_loop_of_its_biggest_operand_across_cores(m: int, n: i
 def test_lanes_of_a_gathered_operand_are_its_loads():
     """a @ b with a (m, k) row-major: the tile's broadcast operand, 8 rows of a at one k, is 8 loads k floats
     apart (a gather); each lane is broadcast straight from its load, not put into a vector and taken out again
-    (the 8 x 48 tile on (128, 128) @ (128, 784): 106 -> 84 us)."""
+    (that round trip cost the 8 x 48 tile a fifth of its time)."""
     a, b = _inputs((16, 24), (24, 100), seed=27)
     ta, tb = Tensor(a).realize(), Tensor(b).realize()
     plan = [Opt(OptOps.PADTO, 1, 48), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.UPCAST, 1, 48)]

@@ -97,7 +97,7 @@ def test_missing_gpu_names_the_driver() -> None:
     from zeptograd.runtime.device import DeviceUnavailable
 
     if Device.usable("PTX"):
-        pytest.skip("this machine has a usable GPU")
+        pytest.skip("this host has a usable GPU")
     with pytest.raises(DeviceUnavailable, match="PTX device needs an NVIDIA GPU"):
         Tensor([1.0], device="PTX")
 

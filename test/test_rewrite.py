@@ -88,7 +88,7 @@ def test_bad_arguments():
 
 
 def store_target_ping_pong() -> tuple[PatternMatcher, UOp]:
-    """Seed 001's story: one rule rewrites STORE(target, value) to store into a wrapped target, the other
+    """A classic loop: one rule rewrites STORE(target, value) to store into a wrapped target, the other
     unwraps the target; each produces the other's input."""
     target = UOp(Ops.DEFINE_REG, dtypes.float32.ptr(1, AddrSpace.REG), (), 0)
     value = UOp.const(dtypes.float32, 1.0)

@@ -1,6 +1,6 @@
 """How many kernels each pattern makes, and that kernels read and write only inside their buffers.
 
-Kernel counts are what fusion promises (see DESIGN.md, "Schedule"): elementwise chains fuse into each other and
+Kernel counts are what fusion promises (see docs/internals.md): elementwise chains fuse into each other and
 into reductions; a reduce whose result is broadcast back, a CONTIGUOUS, an assignment and a copy end a kernel.
 Inputs are realized before the counter is reset unless a test says otherwise; copies of input data to the device
 are not kernels. Every count test also checks the value against numpy, so a schedule that saves kernels by

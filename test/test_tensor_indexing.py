@@ -760,7 +760,7 @@ def test_masked_fill_errors_name_masked_fill() -> None:
 @pytest.mark.parametrize(
     "build",
     [
-        lambda a, b: (1, a, slice(None), b),  # the example: separated by a slice, after an int
+        lambda a, b: (1, a, slice(None), b),  # separated by a slice, after an int
         lambda a, b: (slice(None), a, slice(None), b),
         lambda a, b: (a, slice(1, 3), b),
         lambda a, b: (a, slice(None), slice(None), b),

@@ -422,7 +422,7 @@ def test_logcumsumexp_matches_torch(device: str):
 def test_long_scans_run_in_blocks():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(8)
-    # sizes around the block size (64) and the second level (64 * 64), and the 10k the brief asks about
+    # sizes around the block size (64) and the second level (64 * 64), and 10k
     for n in [63, 64, 65, 129, 4096, 4097, 10_000]:
         f = rng.standard_normal(n).astype(np.float32)
         GlobalCounters.reset()

@@ -68,7 +68,7 @@ def ref64(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# float32 over the whole range (the bound: 2 ulp)
+# float32 over the whole range (the documented bound: 2 ulp)
 
 N = 200_000
 # op -> (oracle, inputs)

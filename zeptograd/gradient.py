@@ -189,7 +189,7 @@ def _index_pick(g: Tensor) -> bool:
 def _sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """The gradient `g` of an expand summed back to the expanded value's `shape`. A float sum of many elements adds
     in two stages, for precision; the gradient of a gather (or of a selection) sums an index pick, in one stage,
-    so that it is a scatter (an embedding's gradient over 20000 tokens: 259 -> 3.5 ms) in index order, as torch's
+    so that it is a scatter (one pass over the picks, not one over the table per pick) in index order, as torch's
     index_add adds."""
     lead = g.ndim - len(shape)
     axes = (*range(lead), *(lead + i for i, (s, n) in enumerate(zip(shape, g.shape[lead:])) if s != n))

@@ -244,7 +244,7 @@ class _Expander:
             return
         # halve a reduced axis at a time with one vector op over every output's lanes (lanes i and i + n/2 of the
         # axis): 16 outputs of 16 lanes each take 15 vector adds and their shuffles, not 240 scalar adds and 256
-        # lane extractions (x @ w.T of nn.Linear, 128x784 @ 784x256 in a train step: 277 -> 200 us)
+        # lane extractions, which made nn.Linear's forward kernel a third slower
         sizes = [a.src[0].arg for a in axes]
         is_reduced = [a in set(reduced) for a in axes]
         while (k := next((i for i, n in enumerate(sizes) if is_reduced[i] and n % 2 == 0), None)) is not None:

@@ -360,7 +360,7 @@ def _exp_twice(a: UOp) -> UOp:
     """e**(2a) for float32 a in [0, 10], where MULACC is fused: 2a/ln2 = n + f with n rounded by an addition
     (`_round_by_adding`) and f by two fused multiply-adds (a*hi - n exact before its one rounding), no Cody-Waite
     reduction: 4 multiplies fewer than `exp_small_f32(2a)`. f's roundings cost e**2a about half an ulp, which
-    tanh's 1 - 2/(e**2a + 1) shrinks by 0.6 or more (tanh 8.3 -> 7.0 ns a 16-lane vector on one Zen 4 core)."""
+    tanh's 1 - 2/(e**2a + 1) shrinks by 0.6 or more, and the multiplies saved make tanh about 15% faster."""
     n, n_int = _round_by_adding(a * _TWO_OVER_LN2_HI, F32)
     f = a.alu(Ops.MULACC, a.const_like(_TWO_OVER_LN2_LO), a.alu(Ops.MULACC, a.const_like(_TWO_OVER_LN2_HI), -n))
     return (f * _poly(f, _EXP2[dtypes.float32]) + 1.0) * _pow2(n_int, F32, a.dtype)

@@ -16,7 +16,7 @@ What a replay does, in order:
 3. write fresh counters into the random generator's state buffers, so each call draws new numbers: the same
    numbers eager execution would draw at this point of the sequence;
 4. give each output a fresh buffer (outputs the caller keeps are never overwritten), patch the input and
-   output buffers into the launch list, and run it: each run of consecutive kernels compiled for this machine's
+   output buffers into the launch list, and run it: each run of consecutive kernels compiled for the host's
    CPU (the CPU and LLVM devices) as one call into C (`cpu_threads.LaunchList`), the rest one by one.
 
 >>> from zeptograd import Tensor, TinyJit

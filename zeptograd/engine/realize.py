@@ -496,7 +496,7 @@ def realize(tensors: Iterable[Lazy]) -> None:
         if (v := views.get(t.uop)) is not None:
             t.uop = v
     # a lazy graph can hold a realized node only if it reads every buffer that node reads (UOp.leaf_bits): the
-    # others are not walked (3000 lazy tensors, each realized in turn: 12.6 -> 0.55 ms a realize). A realized node
+    # others are not walked, so many lazy tensors realized in turn do not cost a walk each. A realized node
     # that reads no buffer (an arange) could be anywhere: then every graph is walked
     wanted = [v.leaf_bits() for v in views]
     filtered = all(wanted)

@@ -1,4 +1,4 @@
-"""The main job: one fused kernel, the C it compiles to, and its speed next to numpy's.
+"""An example: one fused kernel, the C it compiles to, and its speed next to numpy's.
 
     python -m zeptograd.examples.fused
 

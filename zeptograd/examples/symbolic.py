@@ -1,4 +1,4 @@
-"""The main job for now: build a symbolic index expression, simplify it, print the graph before and after.
+"""An example: build a symbolic index expression, simplify it, print the graph before and after.
 
 The expression is what a reshape of a (4, 6) view into (24,) and back leaves in a kernel: the flat index
 split into row and column with // and %, recombined, then offset and bounds-checked. The symbolic rules

@@ -155,8 +155,7 @@ def _input_gradient(
     `pads` >= 0) whose output has gradient `g`: the transposed convolution of g. g spread out by the stride,
     convolved with the kernel flipped and its channels swapped within each group, the padding taken back off (and
     the rows the stride skipped at the end put back); traced through the windows, it was a product per tap (9x the
-    input for 3x3) and a sum of the shifted taps: bench/ops.py's layer 43 -> 17 ms, a depthwise (8,64,56,56)
-    57 -> 2 ms."""
+    input for 3x3) and a sum of the shifted taps, several times slower, most of all for a depthwise convolution."""
     n, kernel = len(stride), w.shape[2:]
     rest = [(i + b + a - d * (k - 1) - 1) % s for i, (b, a), d, k, s in zip(spatial, pads, dilation, kernel, stride)]
     conv_pads = [(d * (k - 1) - b, d * (k - 1) - a + r) for (b, a), d, k, r in zip(pads, dilation, kernel, rest)]
@@ -204,7 +203,7 @@ def _conv_grad(
     """The gradients of a convolution (padding `pads` >= 0) with respect to its input and its kernel."""
     # g in a buffer of its own: both gradients read each of its elements once for every tap and channel, and their
     # kernels tile reads of memory; a lazy g (a loss's broadcast ones, the mask of a ReLU above) was recomputed at
-    # every read and left the kernels untiled ((8,128,28,28) 3x3 under `.sum().backward()`: 1018 -> 56 ms)
+    # every read and left the kernels untiled, an order of magnitude slower
     g = g.contiguous()
     dx = _input_gradient(g, w, x.shape[2:], groups, stride, dilation, pads)
     return dx, _weight_gradient(x, g, w.shape[2:], groups, stride, dilation, pads)

@@ -32,7 +32,7 @@ class Renderer:
     has_threads: bool = False
     """A kernel's outer loop may be split across the host's cores (the C device's thread pool)."""
     runs_on_cpu: bool = False
-    """The code runs on this machine's CPU, so layouts made for its caches pay (PoCL, lavapipe, the C device)."""
+    """The code runs on the host's CPU, so layouts made for its caches pay (PoCL, lavapipe, the C device)."""
     max_local_size: int = 0
     """Work-items of one work-group at most (0 without work-groups)."""
     local_size: int = 64

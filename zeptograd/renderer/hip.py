@@ -1,4 +1,4 @@
-"""The HIP renderer: AMD's HIP C as a dialect of the CUDA renderer, lowered as seed 003 describes.
+"""The HIP renderer: AMD's HIP C as a dialect of the CUDA renderer, lowered as docs/internals.md's contract says.
 
 What differs from CUDA C (everything else, the walk over the linear program included, is the C-style family's):
 
@@ -129,7 +129,7 @@ class HIPRenderer(CUDARenderer):
         return super().other(u, src, names)
 
     def wmma_helper(self, tc: TensorCore) -> str:
-        return f"__{tc.name}"  # seed 003's spelling: __WMMA_16_16_16_half_float
+        return f"__{tc.name}"  # the contract's spelling: __WMMA_16_16_16_half_float
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         self._order = (0, 1, 2)

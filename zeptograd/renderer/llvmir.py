@@ -1,6 +1,6 @@
 """The LLVM IR renderer: a linear program becomes one LLVM function, as text.
 
-It renders the same linear program the C renderer gets (seed 003 is the contract), op by op:
+It renders the same linear program the C renderer gets, op by op:
 DEFINE_GLOBAL a `ptr noalias` parameter, DEFINE_REG an `alloca` in the entry block, RANGE/END a loop whose
 counter is a `phi` (header, body, latch, exit blocks), IF/ENDIF a conditional branch around a block, INDEX a
 `getelementptr`, LOAD and STORE `load`/`store` (bools are bytes in memory and `i1` in registers), a gated

@@ -3,7 +3,7 @@
 A kernel with a THREAD opt takes its chunk index as its last argument; `run(fn, addresses, chunks)` calls it once
 per chunk, on `THREADS` cores at most (the calling thread is one). The chunks are not dealt out in advance: each
 core takes the next one when it is done with its last (an atomic counter), so a core that another process slows
-down does less of the work. On this machine's two virtual cores, one often runs 10-40% slower than the other
+down does less of the work. On a virtual machine's two cores, one often runs 10-40% slower than the other
 (two copies of an FMA loop at once: 138 and 98 GFLOP/s), and a kernel split in two halves waits for the slow
 one. The chunks are fixed slices of the output, so the values do not depend on which core ran which, nor on
 how many cores there were. Handing a chunk to a Python thread (a ThreadPoolExecutor) costs about

@@ -34,7 +34,7 @@ INSTALL_HINTS = {
 }
 # devices whose buffers live in the device's own memory (not host memory): copies go through the device's allocator
 DEVICE_MEMORY = ("CUDA", "PTX", "TRITON", "WEBGPU")
-# devices that run kernels on this machine's CPU on host memory (a copy between them is a host copy)
+# devices that run kernels on the host's CPU on host memory (a copy between them is a host copy)
 HOST_COMPILED = ("CPU", "LLVM")
 
 
@@ -52,7 +52,7 @@ def runs_in_order(device: str) -> bool:
 
 
 def cpu_layouts(device: str) -> bool:
-    """Do `device`'s kernels run on this machine's CPU in vectors, so that layouts made for its caches pay (a
+    """Do `device`'s kernels run on the host's CPU in vectors, so that layouts made for its caches pay (a
     large matmul's panels of B, a large convolution's padded copy)? CPU and LLVM, and a device whose renderer runs
     on the CPU and has vectors (CL on PoCL; not WEBGPU on lavapipe, whose kernels are scalar).
 
@@ -69,8 +69,8 @@ def padded_reads_in_place(device: str) -> bool:
     """Does a large convolution on `device` read its input where it lies, the padding as gated loads, rather than
     from a padded channels-last copy? The CPU device: a gated load is C's `g ? p[i] : 0.0f`, whose gate (it depends
     on the taps only) gcc computes outside the loop over the input channels, and the copy (0.5-1.2 ms for
-    bench/ops.py's layer, 8% of the call) is gone: that layer 10.7 -> 10.3 ms, (8,512,7,7) 20.6 -> 13.5 ms. LLVM IR
-    selects every gated load's address ((8,256,14,14): 22.5 -> 35.8 ms in place) and PoCL ran it 14% slower: they
+    bench/ops.py's layer, 8% of the call) is gone, and small maps gain most. LLVM IR
+    selects every gated load's address (in place it was much slower) and PoCL ran it 14% slower: they
     keep the copy. So does a CPU without 64-byte vectors: each gated load is a test and a branch in gcc's code, and
     with AVX2 it feeds 16 lanes of FMAs, not AVX-512's 32 (bench/ops.py's layer on an AMD EPYC without AVX-512, the
     kernels alone, medians of 9 alternating runs: 18.1 ms in place, 15.3 with the copy).
@@ -105,7 +105,7 @@ def _problem(base: str) -> str | None:
 
 
 class DeviceUnavailable(RuntimeError):
-    """A device whose package is missing on this machine (the message says what to install)."""
+    """A device whose package is missing on this host (the message says what to install)."""
 
 
 class _Device:
@@ -153,7 +153,7 @@ class _Device:
         return self._usable[base]
 
     def get_available_devices(self) -> list[str]:
-        """The devices this machine can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite
+        """The devices this host can use, in registry order: `['CPU', 'PYTHON', 'LLVM', 'CL']` with llvmlite
         and pyopencl, 'CUDA' where there is an NVIDIA GPU, 'WEBGPU' where wgpu finds an adapter."""
         return [d for d in DEVICES if self.usable(d)]
 

@@ -1,5 +1,5 @@
 """The CL device: OpenCL C kernels built and launched through pyopencl, on the first device of the first OpenCL
-platform (on this machine PoCL's CPU device, installed by `pip install "pyopencl[pocl]"`).
+platform (PoCL's CPU device where it is installed by `pip install "pyopencl[pocl]"`).
 
 Memory: a buffer's bytes stay in the host allocation every device uses (runtime/buffer.py), and the OpenCL buffer
 wraps it (`CL_MEM_USE_HOST_PTR`). On a device that shares host memory (PoCL's CPU device, an integrated GPU) the
@@ -88,8 +88,8 @@ class CLDevice:
         extensions = frozenset(self.device.extensions.split()) - without
         self.renderer = OpenCLRenderer(extensions, lanes, pocl_kernel_attributes(self.device))
         self.renderer.max_local_size = min(OpenCLRenderer.max_local_size, self.device.max_work_group_size)
-        # a CPU driver (PoCL) runs work-groups on this machine's cores: the CPU's layouts for its caches pay there
-        # (matmul 1024 with B in panels: 16.7 -> 11.5 ms)
+        # a CPU driver (PoCL) runs work-groups on the host's cores: the CPU's layouts for its caches pay there too
+        # (B in panels keeps a large matmul's reads in cache)
         self.renderer.runs_on_cpu = bool(self.device.type & cl.device_type.CPU)
         self._kernels: dict[tuple[str, str], Any] = {}
 

@@ -170,7 +170,7 @@ def _link(link: Path, target: str) -> None:
 
 
 class CPUDevice:
-    """Runs kernels as compiled C on this machine's CPU."""
+    """Runs kernels as compiled C on the host's CPU."""
 
     name = "CPU"
 

@@ -163,11 +163,11 @@ _compiled: dict[tuple[str, str, bool], CompiledCUDA] = {}
 COMPILE_OPTIONS = ("--fmad=false",)
 # for compile time, which is most of a new kernel's first call (an NVRTC that lacks one compiles without them):
 # --minimal reads none of CUDA's headers that a kernel does not include itself (a rendered kernel uses builtins and
-# cuda_fp16.h, which it includes): a tiny kernel 26 -> 22 ms.
+# cuda_fp16.h, which it includes), which saves NVRTC parsing them for every kernel.
 FAST_OPTIONS = ("--minimal",)
-# --Ofast-compile=mid skips optimizations that cost compile time: bench/cuda.py's first-call kernel's NVRTC 45 ->
-# 30 ms on an H100 (NVRTC 13.0). Only for a kernel's first build (TieredKernel): the kernels it builds can be much
-# slower (a sum 2839 -> 946 GB/s, softmax 215 -> 396 us, the fragment-order copy 57 -> 137 us)
+# --Ofast-compile=mid skips optimizations that cost compile time, about a third of NVRTC's time for a new kernel.
+# Only for a kernel's first build (TieredKernel): the kernels it builds can be several times slower (sums and
+# copies most), so the fully optimized build replaces it as soon as it is ready
 QUICK_OPTIONS = ("--Ofast-compile=mid",)
 _NVRTC_INVALID_OPTION = 5
 

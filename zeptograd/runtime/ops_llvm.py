@@ -1,4 +1,4 @@
-"""The LLVM device: LLVM IR text compiled in process by llvmlite (which bundles LLVM) and run on this machine's
+"""The LLVM device: LLVM IR text compiled in process by llvmlite (which bundles LLVM) and run on the host's
 CPU, on the same host buffers as the CPU device.
 
 The IR is optimized by LLVM's O2 pipeline for the host CPU (its name and features, so AVX2 and FMA where the
@@ -87,7 +87,7 @@ class LLVMCompiler:
 
 
 class LLVMDevice:
-    """Runs kernels rendered as LLVM IR, compiled by llvmlite, on this machine's CPU."""
+    """Runs kernels rendered as LLVM IR, compiled by llvmlite, on the host's CPU."""
 
     name = "LLVM"
 

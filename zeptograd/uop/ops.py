@@ -11,7 +11,7 @@ same object and structural equality is identity. Operators on UOps build graphs 
 True
 
 There is no ASSIGN op: STORE covers memory writes (`STORE(INDEX(ptr, idx), value)`, dtype void) and
-assignment (`STORE(target, value)`, dtype of the target); see shared/DESIGN.md.
+assignment (`STORE(target, value)`, dtype of the target); see docs/internals.md.
 """
 
 from __future__ import annotations

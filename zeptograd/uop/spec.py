@@ -3,7 +3,7 @@
 A spec rule returns True for a legal node, or a string that says what is wrong with it; a node no rule
 accepts is not legal at that stage. `verify(root, spec, stage)` checks a whole graph and raises SpecError.
 The three stages are the tensor graph (`tensor_spec`), the kernel AST (`kernel_spec`) and the linear
-program (`program_spec`). All three share the unified STORE rule of shared/DESIGN.md:
+program (`program_spec`). All three share the unified STORE rule (docs/internals.md):
 
 >>> buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(4), (), 0)
 >>> idx = buf.index(UOp.const(dtypes.index, 1))
