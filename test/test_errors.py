@@ -2,7 +2,7 @@
 the same way), so code written for PyTorch catches it. zeptograd's shape and argument errors are both
 RuntimeError (as torch raises) and ValueError (as numpy and Python code expect); an op a dtype lacks raises
 NotImplementedError (a RuntimeError, as torch) that is a TypeError too. Not checked here: the values of an
-index tensor (out of range reads 0, as in tinygrad; see the README)."""
+index tensor (out of range reads 0, as in tinygrad; see docs/api.md)."""
 
 from __future__ import annotations
 

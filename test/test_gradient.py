@@ -844,7 +844,7 @@ def test_a_loss_read_before_backward_keeps_its_graph() -> None:
 
 
 def test_a_training_loop_keeps_no_gradient_of_its_data() -> None:
-    # the README's loop: a batch X held across steps, and parameters an optimizer updates. X does not require a
+    # a training loop: a batch X held across steps, and parameters an optimizer updates. X does not require a
     # gradient, so backward() gives it none; it used to get one, a lazy sum that grew by a term every step (400
     # steps: 10,000 nodes, and every step slower than the last, since every realize walked it)
     from zeptograd import nn

@@ -146,7 +146,7 @@ CACHE_BYTES = {1: _cache_bytes(1, 32 << 10), 2: _cache_bytes(2, 1 << 20)}
 X86_FLAGS = _x86_flags()
 _HAS_AVX2_FMA = {"avx2", "fma"} <= X86_FLAGS
 # 512-bit vectors where the CPU has AVX-512 (ZG_AVX512=0 keeps 256): twice the FMAs an instruction, and on a
-# core with two 512-bit FMA units twice the peak (matmul 1024 on 2 Xeon cores: 184 -> see README)
+# core with two 512-bit FMA units twice the peak
 _HAS_AVX512 = _HAS_AVX2_FMA and "avx512f" in X86_FLAGS and os.environ.get("ZG_AVX512", "1") != "0"
 VECTOR_BYTES = 64 if _HAS_AVX512 else 32
 # Masked vector loads: a lane whose mask is off is not read, and does not fault (a padded row's border). AVX-512's
