@@ -184,7 +184,9 @@ NARRATION = [
     r"\bDESIGN\.md\b",
 ]
 # a before -> after figure: "12.6 -> 0.55 ms", "219 -> 301 TFLOP/s", "57 -> 39 us"
-TIMING = r"\d[\d.,]* ?(?:ms|us|ns|s|[GT]FLOP/s|GB/s)? ?-> ?\d[\d.,]* ?(?:ms|us|ns|s|[GT]FLOP/s|GB/s)\b"
+_FIGURE = r"\d[\d.,]*(?:-\d[\d.,]*)?"  # a number or a range of them
+_UNIT = r"(?:ms|us|ns|s|[GT]FLOP/s|GB/s)"
+TIMING = rf"{_FIGURE} ?{_UNIT}? ?-> ?{_FIGURE} ?{_UNIT}\b"
 SCANNED = ["zeptograd", "test", "bench", "docs", "README.md", ".ci", "pyproject.toml"]
 
 
@@ -244,6 +246,7 @@ def test_narration_pattern(line: str, narrates: bool):
         ("(8,128,28,28) 3x3: 1018 -> 56 ms)", True),
         ("fp16 a + b 2021 -> 2678 GB/s", True),
         ("219 -> 301 TFLOP/s", True),
+        ("its realize 167-223 -> 99-145 us", True),
         ("784 -> 816 columns", False),
         ("`index` -> int32 or int64", False),
         ("x*1 -> x", False),

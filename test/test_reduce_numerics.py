@@ -50,7 +50,7 @@ def test_split_sum_over_axes_and_keepdim():
 def test_a_sum_over_several_axes_splits_between_them(shape, axes, first):
     """A long float sum over several axes takes its first stage over whole inner axes (the fewest whose elements
     reach sqrt(n)), not chunks of a flat index cut across them, whose division and remainder kept conv2d's weight
-    gradient from any register tile (270 ms against 8 now for bench/ops.py's layer). The values are numpy's in
+    gradient from any register tile (over 30x slower for bench/ops.py's layer). The values are numpy's in
     float64, with and without keepdim."""
     from zeptograd.codegen.opt import reduce_axes
     from zeptograd.schedule.kernelize import create_schedule

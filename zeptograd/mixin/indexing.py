@@ -327,7 +327,7 @@ class IndexingMixin:
         op = "__getitem__"
         if isinstance(index, type(self)) and dtypes.is_bool(index.dtype) and index.ndim and index.shape == self.shape:
             # a mask over every axis selects elements: the values themselves are scattered to their running count,
-            # without their coordinates and a gather (x[x > 0] on 2^20 floats: 16.7-18.2 -> 12.6-14.4 ms)
+            # without their coordinates and a gather, which saves a kernel and the coordinates' memory
             return self.masked_select(index)
         basic, adv, _ = self._plan(index, op)
         view = basic.apply(self)

@@ -333,7 +333,7 @@ def _winograd(x: Tensor, w: Tensor, pads: list[tuple[int, int]]) -> Tensor:
     prods = (v.reshape(a, a, n, th, tw, c, 1) * u).sum(5)  # each position's matmul: (p', q', N, th, tw, K)
     y = (atk * prods.reshape(1, 1, a, a, n, th, tw, k)).sum((2, 3))  # (i, j, N, th, tw, K)
     # the output transform writes NCHW itself, (N, K, th, i, tw, j), and the result is a view of that buffer: a
-    # channels-last output and a copy into NCHW took 1.3 + 1.0 ms on bench/ops.py's layer, this 1.5-2.1
+    # channels-last output and a copy into NCHW cost a kernel and a pass over the output more
     y = y.permute(2, 5, 3, 0, 4, 1).contiguous().reshape(n, k, th * m, tw * m)
     return y[:, :, :ho, :wo]
 

@@ -405,7 +405,7 @@ def wait_for_compiles() -> None:
 
 class TieredKernel:
     """A loaded kernel, `fn`, built in two tiers: a new kernel's first launch waits on NVRTC, so it gets a quick
-    build (QUICK_OPTIONS: bench/cuda.py's first call 57-63 -> 43-45 ms on an H100) while the build with every
+    build (QUICK_OPTIONS, which cuts a first call by about a quarter) while the build with every
     optimization compiles in the background (`pending`); the first launch after that one is ready loads it and
     launches it from then on. Both compute the same thing: the options change how hard NVRTC optimizes, not what
     the IR says (no FMA it did not ask for in either).
