@@ -163,7 +163,7 @@ def builtin_suffixes(host: HostCPU) -> dict[tuple[DType, int], str]:
     return suffixes
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> dict[int, int]:
     """`CACHE_BYTES`: this machine's L1 and L2 sizes ({1: bytes, 2: bytes}), read on first use, for code that plans
     with no renderer at hand (a renderer's `l1_bytes` and `l2_bytes` are what plans for its machine)."""
     if name == "CACHE_BYTES":

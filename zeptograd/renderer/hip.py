@@ -146,7 +146,7 @@ class HIPRenderer(CUDARenderer):
 
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
         lines = [PRELUDE]
-        called = {fn for u in uops if (fn := self._ocml(u.op, u.dtype)) is not None}
+        called = {call for u in uops if (call := self._ocml(u.op, u.dtype)) is not None}
         for fn, arity, dt in sorted(called, key=lambda f: f[0]):
             t = self.type_name(dt)
             lines.append(f'extern "C" __attribute__((device, const)) {t} {fn}({", ".join([t] * arity)});\n')
