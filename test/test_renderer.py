@@ -232,6 +232,16 @@ def test_every_capability_of_the_base_has_a_docstring():
     assert asked <= public
 
 
+def test_the_renderer_package_imports_nothing_of_the_runtime():
+    """Renderers are built from facts handed to them (a device reads its host and passes it): no module of the
+    renderer package imports zeptograd.runtime (at the top or inside a function)."""
+    for path in sorted((PACKAGE / "renderer").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            assert not any(n.startswith("zeptograd.runtime") for n in names), f"{path.name} imports {names}"
+
+
 # *** (d) the passes ask the typed Renderer, never getattr with a default ***
 
 
