@@ -154,7 +154,9 @@ def masked_loads(host: HostCPU) -> tuple[dict[tuple[DType, int], str], dict[tupl
 def builtin_suffixes(host: HostCPU) -> dict[tuple[DType, int], str]:
     """The suffix of the x86 builtins (fused multiply-add, sqrt, truncation, NaN-propagating max; no header to
     parse) of each float vector width `host` computes in one instruction. The 512-bit forms take a merge source, a
-    lane mask (all) and a rounding mode (4: the current one)."""
+    lane mask (all) and a rounding mode (4: the current one). None without AVX2 and FMA: lane by lane there."""
+    if not host.avx2_fma:
+        return {}
     suffixes = {(dtypes.float32, 8): "ps256", (dtypes.float32, 4): "ps", (dtypes.float64, 4): "pd256"}
     suffixes[(dtypes.float64, 2)] = "pd"
     if host.avx512:
