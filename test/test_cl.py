@@ -304,10 +304,11 @@ def test_masks_and_bit_ops_stay_vectors(name, fn, ref):
     np.testing.assert_allclose(fn(cl(a)).numpy(), want.astype(np.float32), rtol=2e-7, atol=0)
 
 
-def test_pocl_kernels_on_x86_say_clwb_so_builtins_inline(monkeypatch):
+def test_pocl_kernels_on_x86_say_clwb_so_builtins_inline():
     """PoCL's builtins are built with CLWB; a kernel compiled for a CPU LLVM thinks lacks it calls them instead of
     inlining them. The attribute goes on PoCL CPU kernels where the host has CLWB, nowhere else."""
     import zeptograd.runtime.ops_cl as ops_cl
+    from zeptograd.renderer.host import HostCPU
 
     cl_mod = ops_cl.pyopencl()
 
@@ -317,12 +318,11 @@ def test_pocl_kernels_on_x86_say_clwb_so_builtins_inline(monkeypatch):
             self.type = kind
 
     pocl, cpu, gpu = "Portable Computing Language", cl_mod.device_type.CPU, cl_mod.device_type.GPU
-    monkeypatch.setattr(ops_cl, "X86_FLAGS", {"avx2", "clwb"})
-    assert ops_cl.pocl_kernel_attributes(Fake(pocl, cpu)) == '__attribute__((target("clwb")))'
-    assert ops_cl.pocl_kernel_attributes(Fake(pocl, gpu)) == ""
-    assert ops_cl.pocl_kernel_attributes(Fake("NVIDIA CUDA", gpu)) == ""
-    monkeypatch.setattr(ops_cl, "X86_FLAGS", {"avx2"})
-    assert ops_cl.pocl_kernel_attributes(Fake(pocl, cpu)) == ""
+    clwb, plain = HostCPU(frozenset({"avx2", "clwb"})), HostCPU(frozenset({"avx2"}))
+    assert ops_cl.pocl_kernel_attributes(Fake(pocl, cpu), clwb) == '__attribute__((target("clwb")))'
+    assert ops_cl.pocl_kernel_attributes(Fake(pocl, gpu), clwb) == ""
+    assert ops_cl.pocl_kernel_attributes(Fake("NVIDIA CUDA", gpu), clwb) == ""
+    assert ops_cl.pocl_kernel_attributes(Fake(pocl, cpu), plain) == ""
     attrs = Device["CL"].renderer.kernel_attributes
     items, _ = create_schedule([(cl(data((64,), dtypes.float32)).realize() + 1).uop], ["CL"])
     src = get_program(items[-1].ast, Device["CL"].renderer).src

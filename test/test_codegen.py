@@ -348,20 +348,20 @@ def test_a_masked_vector_load_reads_the_gated_lanes_and_the_fallback_elsewhere(s
     fallback's; numpy's where is the oracle. The vector starts one element before a row, as a padded row's does."""
     import ctypes
 
-    from zeptograd.renderer.cstyle import PRELUDE, VECTOR_TYPEDEFS, _masked_load, ctype
+    from zeptograd.renderer.cstyle import PRELUDE, ctype, vector_typedefs
 
-    dt = scalar.vec(lanes)
-    if not Device["CPU"].renderer.masked_load(dt):
+    dt, renderer = scalar.vec(lanes), Device["CPU"].renderer
+    if not renderer.masked_load(dt):
         pytest.skip(f"no masked loads of {dt} on this CPU")
     np_dt = np.float32 if scalar is dtypes.float32 else np.int32
     gates = np.array([0, 1, 1, 0, 1, 1, 1, 0][:lanes], np.int32) * -1  # bools as C vectors hold them: -1 or 0
     data = np.arange(1, lanes + 2).astype(np_dt)
     fallback = np.zeros(lanes, np_dt) if zero_fallback else np.arange(100, 100 + lanes).astype(np_dt)
     vec, mask = ctype(dt), ctype(dtypes.int32.vec(lanes))
-    load = _masked_load(dt, "data[-1]", "fallback", "gate", zero_fallback)
+    load = renderer._masked_load(dt, "data[-1]", "fallback", "gate", zero_fallback)
     src = (
         PRELUDE
-        + VECTOR_TYPEDEFS
+        + vector_typedefs(renderer.host.vector_bytes)
         + "void masked(void* out, const void* in, const void* fb, const void* g) {\n"
         + f"  const {ctype(scalar)}* data = (const {ctype(scalar)}*)in + 1;\n"
         + f"  const {vec} fallback = *(const {vec}_u*)fb;\n  const {mask} gate = *(const {mask}_u*)g;\n"

@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from zeptograd import Device, Tensor
 from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.engine import realize as engine
+from zeptograd.renderer.cstyle import CRenderer
+from zeptograd.renderer.host import HostCPU
 from zeptograd.schedule import kernelize
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.schedule.layout import LayoutFacts, layout_facts
@@ -49,16 +51,13 @@ def test_the_front_end_imports_nothing_of_the_machine(path: Path) -> None:
     assert not machine, f"{path.name} imports {machine}"
 
 
-def _host(monkeypatch: pytest.MonkeyPatch, vector_bytes: int) -> None:
-    """Make the CPU device's renderer one whose vectors hold `vector_bytes` (32: AVX2-like, 64: AVX-512-like)."""
-    renderer = Device["CPU"].renderer
-    native = type(renderer).max_lanes
+AVX2 = HostCPU(frozenset({"avx2", "fma"}))
+AVX512 = HostCPU(frozenset({"avx2", "fma", "avx512f", "avx512dq", "avx512vl"}))
 
-    def max_lanes(op: Ops, dt) -> int:
-        lanes = native(renderer, op, dt)
-        return lanes if lanes == 1 else vector_bytes // dt.itemsize
 
-    monkeypatch.setattr(renderer, "max_lanes", max_lanes)
+def _host(monkeypatch: pytest.MonkeyPatch, host: HostCPU) -> None:
+    """Give the CPU device the renderer of CPU `host` (kernels are planned for it here, never run)."""
+    monkeypatch.setattr(Device["CPU"], "renderer", CRenderer(host))
 
 
 def _program(x: Tensor, w: Tensor, m: Tensor, v: Tensor) -> list[Tensor]:
@@ -68,15 +67,15 @@ def _program(x: Tensor, w: Tensor, m: Tensor, v: Tensor) -> list[Tensor]:
 
 
 def test_one_tensor_graph_on_every_host_and_layouts_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same program builds the same tensor graph with AVX2-like and AVX-512-like vectors set on the CPU's
-    renderer; the schedules differ (a matmul's B panels and a convolution weight's are two vectors wide: 16 or 32
+    """The same program builds the same tensor graph with the CPU device's renderer made for an AVX2 host and for an
+    AVX-512 host; the schedules differ (a matmul's B panels and a convolution weight's are two vectors wide: 16 or 32
     columns), and so do the kernels' plans."""
     shapes = ((2, 16, 48, 48), (32, 16, 3, 3), (48, 256), (256, 256))
     inputs = [Tensor(_randn(shape, seed)).realize() for seed, shape in enumerate(shapes)]
     graphs, schedules, plans = [], [], []
-    for vector_bytes in (32, 64):
+    for host in (AVX2, AVX512):
         with monkeypatch.context() as m:
-            _host(m, vector_bytes)
+            _host(m, host)
             roots = [g.uop for g in _program(*inputs)]
             graphs.append(roots)
             items, _ = create_schedule(roots, ["CPU"] * len(roots))

@@ -25,10 +25,14 @@ from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import KernelInfo, Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
 from zeptograd.dtype import dtypes
-from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.uop.ops import Ops, UOp
+
+
+def _cpu_float_lanes() -> int:
+    """The float32 lanes of the CPU device's vectors (8 with AVX2, 16 with AVX-512)."""
+    return Device["CPU"].renderer.max_lanes(Ops.ADD, dtypes.float32)
 
 
 def _kernel(t: Tensor, device: str = "CPU"):
@@ -172,7 +176,7 @@ def test_heuristic_tiles_matmul_and_vectorizes():
     with Context(THREADS=2):
         opts = hand_coded_opts(item.ast, renderer)
     # a tile of rows x two vectors: 6 x 16 with AVX2 (16 registers; 64 rows padded to 66), 8 x 32 with AVX-512 (32)
-    lanes = VECTOR_LANES[dtypes.float32]
+    lanes = _cpu_float_lanes()
     rows = 8 if lanes == 16 else 6
     assert Opt(OptOps.UPCAST, 0, rows) in opts and Opt(OptOps.UPCAST, 1, 2 * lanes) in opts
     assert (Opt(OptOps.PADTO, 0, 6) in opts) == (rows == 6), opts
@@ -658,10 +662,10 @@ from zeptograd import Device, Tensor
 from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import Opt, OptOps
-from zeptograd.renderer.cstyle import VECTOR_LANES
 from zeptograd.dtype import dtypes
 from zeptograd.schedule.kernelize import create_schedule
-assert VECTOR_LANES[dtypes.float32] == 8, VECTOR_LANES
+from zeptograd.uop.ops import Ops
+assert Device["CPU"].renderer.max_lanes(Ops.ADD, dtypes.float32) == 8
 rng = np.random.default_rng(0)
 a, b = rng.standard_normal((2, 128, 128)).astype(np.float32)
 got = (Tensor(a) @ Tensor(b)).numpy()
@@ -798,7 +802,7 @@ def test_reads_of_every_other_element_are_vector_loads(device, lanes):
         plan = [Opt(OptOps.UPCAST, 1, lanes)]
         np.testing.assert_array_equal(run_plan(t, plan, device), want.astype(np.float32))
         loads = _global_loads(get_program(_kernel(t, device).ast, Device[device].renderer, plan))
-        if device == "CPU" and 4 <= lanes <= VECTOR_LANES[dtypes.float32]:  # (2 lanes: two scalar loads)
+        if device == "CPU" and 4 <= lanes <= _cpu_float_lanes():  # (2 lanes: two scalar loads)
             assert loads and all(u.dtype.count == lanes for u in loads), [u.dtype for u in loads]
 
 
@@ -816,7 +820,7 @@ def test_lanes_that_read_a_contiguous_run_in_another_order_are_one_vector_load(d
     np.testing.assert_allclose(run_plan(t, plan, device), want, rtol=1e-6, atol=1e-6)
     if device == "CPU":
         loads = _global_loads(get_program(_kernel(t).ast, Device["CPU"].renderer, plan))
-        width = min(16, VECTOR_LANES[dtypes.float32])  # the run of 16 is one vector, or one per register's width
+        width = min(16, _cpu_float_lanes())  # the run of 16 is one vector, or one per register's width
         assert loads and all(u.dtype.count == width for u in loads), [u.dtype for u in loads]
 
 
@@ -933,7 +937,7 @@ def test_a_store_to_a_contiguous_run_in_another_order_is_one_vector_store(device
     if device == "CPU":
         program = get_program(_kernel(t).ast, Device["CPU"].renderer, plan)
         stores = [u for u in program.uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
-        width = min(16, VECTOR_LANES[dtypes.float32])  # the run of 16 is one vector, or one per register's width
+        width = min(16, _cpu_float_lanes())  # the run of 16 is one vector, or one per register's width
         assert len(stores) == 16 // width, [u.src[1].dtype for u in stores]
         assert all(u.src[1].dtype.count == width for u in stores), [u.src[1].dtype for u in stores]
 
@@ -1093,7 +1097,7 @@ def test_matmul_tile_of_three_vectors_pads_n(n: int):
     tg, tx = Tensor(g).realize(), Tensor(x).realize()
     item = _kernel(tg.T @ tx)
     opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
-    lanes = VECTOR_LANES[dtypes.float32]
+    lanes = _cpu_float_lanes()
     if lanes == 16:
         wide = [Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.UPCAST, 1, 48)]
         assert opts[: 3 if n % 48 else 2] == ([Opt(OptOps.PADTO, 1, 48)] if n % 48 else []) + wide, opts
@@ -1189,7 +1193,7 @@ def test_matmul_too_narrow_for_three_vectors_keeps_its_tile():
     g, x = _inputs((64, 32), (64, 28), seed=26)
     tg, tx = Tensor(g).realize(), Tensor(x).realize()
     opts = hand_coded_opts(_kernel(tg.T @ tx).ast, Device["CPU"].renderer)
-    rows = 8 if VECTOR_LANES[dtypes.float32] == 16 else 4
+    rows = 8 if _cpu_float_lanes() == 16 else 4
     assert opts[0] == Opt(OptOps.UPCAST, 0, 2 * rows) and not any(o.op is OptOps.PADTO for o in opts), opts
     np.testing.assert_allclose(run_plan(tg.T @ tx, opts), g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
 
@@ -1199,7 +1203,7 @@ def test_a_matmul_with_b_in_panels_keeps_the_tile_of_two_vectors():
     a, b = (Tensor(v).realize() for v in _inputs((256, 256), (256, 256), seed=24))
     items, _ = create_schedule([(a @ b).uop], ["CPU"])
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer)
-    lanes = VECTOR_LANES[dtypes.float32]
+    lanes = _cpu_float_lanes()
     padded = [o.axis for o in opts if o.op is OptOps.PADTO]  # AVX2 pads m (256 -> 258) for its 6 rows, never n
     assert Opt(OptOps.UPCAST, 1, 2 * lanes) in opts and 1 not in padded, opts
 
@@ -1244,7 +1248,7 @@ def test_a_long_scans_last_kernel_loads_each_block_total_once_a_vector():
     t = Tensor(a).realize().cumsum(0)
     items, _ = create_schedule([t.uop], ["CPU"])
     program = get_program(items[-1].ast, Device["CPU"].renderer)
-    lanes = VECTOR_LANES[dtypes.float32]
+    lanes = _cpu_float_lanes()
     divisions = [u for u in program.uops if u.op in (Ops.IDIV, Ops.MOD)]
     assert Opt(OptOps.UPCAST, 0, lanes) in program.opts and len(divisions) <= 4, (program.opts, len(divisions))
     np.testing.assert_allclose(t.numpy(), np.cumsum(a.astype(np.float64)), rtol=1e-4, atol=1e-3)

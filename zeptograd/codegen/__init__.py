@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from zeptograd.codegen.closedform import fold_closed_forms, scatters
 from zeptograd.codegen.demote import demote_float64
@@ -55,6 +54,7 @@ from zeptograd.codegen.opt import Opt, OptError, OptOps, applied_opts, apply_opt
 from zeptograd.codegen.transcendental import decompositions, target_of
 from zeptograd.dtype import PtrDType, dtypes
 from zeptograd.helpers import BEAM, DEBUG, NOOPT, SPEC
+from zeptograd.renderer import Renderer
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.spec import kernel_spec, program_spec, verify
@@ -98,9 +98,9 @@ def _check(root: UOp, stage: str) -> None:
         verify(root, kernel_spec, stage)
 
 
-def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
-    """The kernel AST with its plan applied: `opts` if given, else none with NOOPT, else the BEAM search's or
-    the heuristic's plan."""
+def optimize(ast: UOp, renderer: Renderer, opts: Sequence[Opt] | None = None) -> UOp:
+    """The kernel AST with its plan for `renderer`'s target applied: `opts` if given, else none with NOOPT, else the
+    BEAM search's or the heuristic's plan."""
     if opts is None:
         if NOOPT or scatters(ast):  # a scatter's loops run in order (closedform.scatter_form)
             return ast
@@ -110,46 +110,45 @@ def optimize(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> UOp:
             opts = beam_search(ast, renderer, BEAM.value)
         else:
             opts = hand_coded_opts(ast, renderer)
-    if not getattr(renderer, "has_shared", True):
+    if not renderer.has_shared:
         for o in opts:
             if o.op in (OptOps.GROUP, OptOps.GROUPTOP):
                 raise OptError(f"{o}: the {renderer.device} device has no local memory to group a reduction in")
-    return apply_opts(ast, list(opts), max_local(renderer), getattr(renderer, "tensor_cores", ()))
+    return apply_opts(ast, list(opts), max_local(renderer), renderer.tensor_cores)
 
 
-def full_rewrite(ast: UOp, renderer: Any = None, opts: Sequence[Opt] | None = None) -> list[UOp]:
-    """The linear program of a kernel AST (optimized for `renderer`'s device unless NOOPT, or with `opts`)."""
+def full_rewrite(ast: UOp, renderer: Renderer | None = None, opts: Sequence[Opt] | None = None) -> list[UOp]:
+    """The linear program of a kernel AST for `renderer`'s target, optimized for it unless NOOPT, or with `opts`.
+    None is no device: the base `Renderer`'s capabilities (scalar code, no work-groups), and no plan but `opts`.
+
+    >>> from zeptograd.schedule.kernelize import create_schedule
+    >>> (item,), _ = create_schedule([(Tensor.ones(4, 8).contiguous().realize() * 2).uop], ["CPU"])
+    >>> any(u.dtype.count > 1 for u in full_rewrite(item.ast))
+    False
+    """
+    target = Renderer() if renderer is None else renderer
     _check(ast, "kernel AST")
-    ast = fold_closed_forms(lower_narrow_floats(ast, getattr(renderer, "emulated_floats", ())))
-    if (
-        renderer is not None
-        and hasattr(renderer, "supported_dtypes")
-        and dtypes.float64 not in renderer.supported_dtypes()
-    ):
+    ast = fold_closed_forms(lower_narrow_floats(ast, target.emulated_floats))
+    if dtypes.float64 not in target.supported_dtypes():
         ast = demote_float64(ast)  # float64 math inside float32 ops, in float32 (demote.py)
-    sink = optimize(ast, renderer, opts) if renderer is not None or opts is not None else ast
-    if getattr(renderer, "has_local", False):
-        sink = gpu_dims(sink, merge=not getattr(renderer, "runs_on_cpu", False))
+    sink = optimize(ast, target, opts) if renderer is not None or opts is not None else ast
+    if target.has_local:
+        sink = gpu_dims(sink, merge=not target.runs_on_cpu)
     _check(sink, "after opt")
     # EXP2 LOG2 SIN COS TAN ... -> arithmetic, before expand so the polynomials become vector code; a target that
     # has them (the PYTHON device: exact math) keeps the ops. The reductions of SIN, COS and TAN depend on the target
     # (fused multiply-add, 64-bit integers)
-    if not getattr(renderer, "native_transcendentals", False):
-        sink = graph_rewrite(sink, decompositions, target_of(renderer), name="decompositions")
+    if not target.native_transcendentals:
+        sink = graph_rewrite(sink, decompositions, target_of(target), name="decompositions")
     sink = expand(sink)
     _check(sink, "after expand")
-    max_lanes = renderer.max_lanes if renderer is not None else lambda op, dt: 1
     sink = devectorize(
-        sink,
-        max_lanes,
-        getattr(renderer, "masked_load", None),
-        getattr(renderer, "fragment_load_lanes", 1),
-        getattr(renderer, "paired_gated_stores", False),
+        sink, target.max_lanes, target.masked_load, target.fragment_load_lanes, target.paired_gated_stores
     )
     _check(sink, "after devectorize")
     sink = merge_loops(graph_rewrite(sink, accumulators, AccumulatorContext(), name="accumulators"))
     # a GPU's vector loads are a WMMA operand's 16-byte runs (fragment_load_lanes), kept whole when lanes are taken
-    gpu_fragments = getattr(renderer, "fragment_load_lanes", 1) > 1
+    gpu_fragments = target.fragment_load_lanes > 1
     rules = symbolic + constant_gates if gpu_fragments else symbolic + constant_gates + lane_loads
     sink = graph_rewrite(sink, rules, name="simplify")
     if applied_opts(sink) or (renderer is not None and not NOOPT):
@@ -167,11 +166,9 @@ class UnsupportedDType(TypeError):
     """A kernel computes or stores a dtype its device lacks (`renderer.supported_dtypes()` does not list it)."""
 
 
-def check_dtypes(program: Sequence[UOp], renderer: Any) -> None:
+def check_dtypes(program: Sequence[UOp], renderer: Renderer) -> None:
     """Raise UnsupportedDType, naming the device and the dtype, when `program` uses a dtype `renderer` lacks."""
-    supported = renderer.supported_dtypes() if hasattr(renderer, "supported_dtypes") else None
-    if supported is None:
-        return
+    supported = renderer.supported_dtypes()
     for u in program:
         dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
         scalar = dt.scalar()
@@ -182,7 +179,7 @@ def check_dtypes(program: Sequence[UOp], renderer: Any) -> None:
             )
 
 
-def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> ProgramSpec:
+def get_program(ast: UOp, renderer: Renderer, opts: Sequence[Opt] | None = None) -> ProgramSpec:
     """Compile-ready form of a kernel AST for a device's renderer (with `opts` as its plan, if given)."""
     ast = fold_closed_forms(ast)  # counted and named as the loop it becomes
     flops, mem = estimate_cost(ast)
@@ -197,5 +194,5 @@ def get_program(ast: UOp, renderer: Any, opts: Sequence[Opt] | None = None) -> P
         print(f"{name}: {list(applied)}")
     check_dtypes(program, renderer)
     src = renderer.render(name, program)
-    launch = launch_sizes(program) if getattr(renderer, "has_local", False) else ((), ())
+    launch = launch_sizes(program) if renderer.has_local else ((), ())
     return ProgramSpec(name, tuple(program), src, global_size, flops, mem, applied, chunks, *launch)

@@ -48,7 +48,7 @@ wrong kernel.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from zeptograd.codegen.closedform import scatters
 from zeptograd.codegen.lowering import identity_element
@@ -58,6 +58,9 @@ from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.symbolic import symbolic
+
+if TYPE_CHECKING:
+    from zeptograd.renderer import Renderer
 
 
 class OptError(ValueError):
@@ -466,9 +469,17 @@ def apply_opt(ast: UOp, opt: Opt, max_local: int = 0, tensor_cores: tuple[Tensor
     return new.replace(arg=info)
 
 
-def max_local(renderer: Any) -> int:
-    """The most work-items a work-group may have on `renderer`'s device (0: no work-groups, a CPU)."""
-    return getattr(renderer, "max_local_size", 0) if getattr(renderer, "has_local", False) else 0
+def max_local(renderer: Renderer | None) -> int:
+    """The most work-items a work-group may have on `renderer`'s device (0: no work-groups, a CPU; None, no device,
+    has none either).
+
+    >>> from zeptograd.renderer.opencl import OpenCLRenderer
+    >>> max_local(OpenCLRenderer()), max_local(None)
+    (256, 0)
+    """
+    if renderer is None:
+        return 0
+    return renderer.max_local_size if renderer.has_local else 0
 
 
 def apply_opts(

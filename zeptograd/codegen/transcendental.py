@@ -58,12 +58,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING
 
 from zeptograd.codegen.lowering import RARE
 from zeptograd.dtype import DType, dtypes
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
+
+if TYPE_CHECKING:
+    from zeptograd.renderer import Renderer
 
 
 @dataclass(frozen=True)
@@ -78,13 +81,12 @@ class Target:
     int64: bool = True  # 64-bit integer arithmetic
 
 
-def target_of(renderer: Any) -> Target:
-    """The `Target` of a renderer: `renderer.fused_mulacc` (default True) and whether `supported_dtypes()` has
-    int64. No renderer (a rewrite run on its own) is the default Target: every compiled device but WEBGPU."""
+def target_of(renderer: Renderer | None) -> Target:
+    """The `Target` of a renderer: `renderer.fused_mulacc` and whether `supported_dtypes()` has int64. No renderer
+    (a rewrite run on its own) is the default Target, the base `Renderer`'s: every compiled device but WEBGPU."""
     if renderer is None:
         return Target()
-    supported = renderer.supported_dtypes() if hasattr(renderer, "supported_dtypes") else None
-    return Target(getattr(renderer, "fused_mulacc", True), supported is None or dtypes.int64 in supported)
+    return Target(renderer.fused_mulacc, dtypes.int64 in renderer.supported_dtypes())
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ class Renderer:
     """Work-items of one work-group at most (0 without work-groups)."""
     local_size: int = 64
     """Work-items a work-group the planner aims for."""
+    local_memory_bytes: int = 0
+    """Bytes of local (shared) memory one work-group may hold (0 without work-groups)."""
     tensor_cores: tuple[TensorCore, ...] = ()
     """The matrix-multiply units the planner may map a matmul onto."""
     fragment_load_lanes: int = 1
@@ -52,7 +54,8 @@ class Renderer:
     may_contract: bool = False
     """The target's compiler may fuse a*b+c into one rounding of its own accord."""
     paired_gated_stores: bool = False
-    """A gated vector STORE becomes gated two-lane stores, pair after pair (`devectorize`)."""
+    """A gated vector STORE becomes gated two-lane stores, pair after pair (`devectorize`): the C device's, whose
+    gcc then keeps a convolution tile's accumulators in registers (LLVM, given that order, spilled one)."""
     vector_registers: int = 16
     """Vector registers of a core: how many accumulators a register tile may hold (AVX-512 has 32)."""
     l1_bytes: int = 32 << 10

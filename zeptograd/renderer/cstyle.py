@@ -13,14 +13,13 @@ renderer calls a floor helper.
 
 from __future__ import annotations
 
+import functools
 import math
-import os
-import platform
 from collections.abc import Sequence
-from pathlib import Path
 
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.renderer import Renderer
+from zeptograd.renderer.host import HostCPU
 from zeptograd.uop.ops import GroupOp, Ops, UOp, is_zero
 
 C_TYPES: dict[DType, str] = {
@@ -116,70 +115,63 @@ _VECTOR_INT = frozenset({Ops.SHL, Ops.SHR})
 _VECTOR_X86 = frozenset({Ops.MULACC, Ops.SQRT, Ops.TRUNC})
 
 
-def _x86_flags() -> set[str]:
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return set()
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
-    return set(line.split())
+# the scalar types the C code holds in GCC vector extension types, as many lanes as the host's vector register holds
+VECTOR_SCALARS = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
 
 
-def _cache_bytes(level: int, default: int) -> int:
-    """A core's data (or unified) cache of `level`, from Linux's sysfs; `default` where it is not known."""
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            kind = (index / "type").read_text().strip()
-            if (index / "level").read_text().strip() == str(level) and kind in ("Data", "Unified"):
-                size = (index / "size").read_text().strip()
-                return int(size[:-1]) << 10 if size.endswith("K") else int(size)
-        except (OSError, ValueError):
-            continue
-    return default
+def vector_lanes(host: HostCPU) -> dict[DType, int]:
+    """The lanes of each scalar type in one of `host`'s vector registers.
+
+    >>> vector_lanes(HostCPU(frozenset({"avx2", "fma"})))[dtypes.float32]
+    8
+    """
+    return {dt: host.vector_bytes // dt.itemsize for dt in VECTOR_SCALARS}
 
 
-# a core's L1 data and L2 caches (sysfs; 32 KiB and 1 MiB where not known)
-CACHE_BYTES = {1: _cache_bytes(1, 32 << 10), 2: _cache_bytes(2, 1 << 20)}
-# the host CPU's feature flags (/proc/cpuinfo; empty off x86 Linux)
-X86_FLAGS = _x86_flags()
-_HAS_AVX2_FMA = {"avx2", "fma"} <= X86_FLAGS
-# 512-bit vectors where the CPU has AVX-512 (ZG_AVX512=0 keeps 256): twice the FMAs an instruction, and on a
-# core with two 512-bit FMA units twice the peak
-_HAS_AVX512 = _HAS_AVX2_FMA and "avx512f" in X86_FLAGS and os.environ.get("ZG_AVX512", "1") != "0"
-VECTOR_BYTES = 64 if _HAS_AVX512 else 32
-# Masked vector loads: a lane whose mask is off is not read, and does not fault (a padded row's border). AVX-512's
-# (vmovups zmm{k}) merge the fallback's lanes in, their mask from a vector of bools (int32 lanes of -1/0) by
-# vpmovd2m (AVX512DQ, VL for 256 and 128 bits); AVX2's (vmaskmovps, vpmaskmovd) take the bools as they are (the
-# sign bit of each lane) and give zeros, which a select then replaces by the fallback's lanes
-_MASKED_LOADS: dict[tuple[DType, int], str] = {}
-_AVX2_MASKED_LOADS: dict[tuple[DType, int], str] = {}
-if _HAS_AVX512 and {"avx512dq", "avx512vl"} <= X86_FLAGS:
-    for _lanes, _bits in ((16, 512), (8, 256), (4, 128)):
-        _MASKED_LOADS[(dtypes.float32, _lanes)] = f"loadups{_bits}"
-        _MASKED_LOADS[(dtypes.int32, _lanes)] = f"loaddqusi{_bits}"
-elif _HAS_AVX2_FMA:
-    _AVX2_MASKED_LOADS = {
-        (dtypes.float32, 8): "maskloadps256",
-        (dtypes.float32, 4): "maskloadps",
-        (dtypes.int32, 8): "maskloadd256",
-        (dtypes.int32, 4): "maskloadd",
-    }
+def masked_loads(host: HostCPU) -> tuple[dict[tuple[DType, int], str], dict[tuple[DType, int], str]]:
+    """The masked vector loads of `host` by (scalar, lanes): AVX-512's builtins, and AVX2's (one of the two is empty).
 
-# GCC vector extension types: the lanes of each scalar type in one vector register
-VECTOR_LANES: dict[DType, int] = {
-    dt: VECTOR_BYTES // dt.itemsize
-    for dt in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
-}
-# fused multiply-add, sqrt, truncation and NaN-propagating max on float vectors: x86 builtins (no header to
-# parse), by the suffix of each width; the 512-bit forms take a merge source, a lane mask (all) and a rounding
-# mode (4: the current one)
-_VEC_BUILTIN_SUFFIX = {(dtypes.float32, 8): "ps256", (dtypes.float32, 4): "ps", (dtypes.float64, 4): "pd256"}
-_VEC_BUILTIN_SUFFIX[(dtypes.float64, 2)] = "pd"
-if _HAS_AVX512:
-    _VEC_BUILTIN_SUFFIX[(dtypes.float32, 16)] = "ps512"
-    _VEC_BUILTIN_SUFFIX[(dtypes.float64, 8)] = "pd512"
+    A lane whose mask is off is not read, and does not fault (a padded row's border). AVX-512's (vmovups zmm{k})
+    merge the fallback's lanes in, their mask from a vector of bools (int32 lanes of -1/0) by vpmovd2m (AVX512DQ, VL
+    for 256 and 128 bits); AVX2's (vmaskmovps, vpmaskmovd) take the bools as they are (the sign bit of each lane) and
+    give zeros, which a select then replaces by the fallback's lanes."""
+    avx512: dict[tuple[DType, int], str] = {}
+    avx2: dict[tuple[DType, int], str] = {}
+    if host.avx512_masked_loads:
+        for lanes, bits in ((16, 512), (8, 256), (4, 128)):
+            avx512[(dtypes.float32, lanes)] = f"loadups{bits}"
+            avx512[(dtypes.int32, lanes)] = f"loaddqusi{bits}"
+    elif host.avx2_fma:
+        avx2 = {
+            (dtypes.float32, 8): "maskloadps256",
+            (dtypes.float32, 4): "maskloadps",
+            (dtypes.int32, 8): "maskloadd256",
+            (dtypes.int32, 4): "maskloadd",
+        }
+    return avx512, avx2
+
+
+def builtin_suffixes(host: HostCPU) -> dict[tuple[DType, int], str]:
+    """The suffix of the x86 builtins (fused multiply-add, sqrt, truncation, NaN-propagating max; no header to
+    parse) of each float vector width `host` computes in one instruction. The 512-bit forms take a merge source, a
+    lane mask (all) and a rounding mode (4: the current one). None without AVX2 and FMA: lane by lane there."""
+    if not host.avx2_fma:
+        return {}
+    suffixes = {(dtypes.float32, 8): "ps256", (dtypes.float32, 4): "ps", (dtypes.float64, 4): "pd256"}
+    suffixes[(dtypes.float64, 2)] = "pd"
+    if host.avx512:
+        suffixes[(dtypes.float32, 16)] = "ps512"
+        suffixes[(dtypes.float64, 8)] = "pd512"
+    return suffixes
+
+
+def __getattr__(name: str) -> dict[int, int]:
+    """`CACHE_BYTES`: this machine's L1 and L2 sizes ({1: bytes, 2: bytes}), read on first use, for code that plans
+    with no renderer at hand (a renderer's `l1_bytes` and `l2_bytes` are what plans for its machine)."""
+    if name == "CACHE_BYTES":
+        host = HostCPU.read()
+        return {1: host.l1_bytes, 2: host.l2_bytes}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def vector_name(dt: DType) -> str:
@@ -235,37 +227,44 @@ def _float_math(op: Ops, dt: DType, x: str) -> str:
 
 
 class CRenderer(Renderer):
-    """Renders a linear program as a C function `void name(T* restrict data0, ...)`."""
+    """Renders a linear program as a C function `void name(T* restrict data0, ...)` for the CPU `host` (None: this
+    machine's, `HostCPU.read()`): its vector width, x86 builtins and masked loads, and the register and cache sizes
+    the planner reads.
+
+    >>> avx2 = CRenderer(HostCPU(frozenset({"avx2", "fma"})))
+    >>> avx2.max_lanes(Ops.MULACC, dtypes.float32), avx2.vector_registers, avx2.masked_load(dtypes.float32.vec(8))
+    (8, 16, True)
+    """
 
     device = "CPU"
-    # floats this renderer's device stores but cannot compute in: kept as bits, computed in float32 and rounded
-    # per op (codegen/narrowfloat.py); a dialect sets it (OpenCL without cl_khr_fp16: float16)
-    emulated_floats: frozenset[DType] = frozenset()
     has_local = False  # the C device runs a kernel as a loop nest a core: no work-groups (its GPU dialects have them)
     has_threads = True
     runs_on_cpu = True
-    vector_registers = 32 if VECTOR_BYTES == 64 else 16
-    l1_bytes = CACHE_BYTES[1]
-    l2_bytes = CACHE_BYTES[2]
+    # gcc keeps a convolution tile's accumulators in registers when a gated STORE's neighbouring lanes are stored in
+    # pairs; the GPU dialects store a lane a thread (False there)
+    paired_gated_stores = True
 
-    @property
-    def paired_gated_stores(self) -> bool:
-        """Do a gated STORE's neighbouring lanes become gated two-lane stores, taken from their vectors pair after
-        pair (`devectorize`)? The C device's: gcc keeps a convolution tile's accumulators in registers that way.
-        Not a GPU dialect's (its stores are a lane a thread), nor LLVM's (given the same order it spilled an
-        accumulator in the loop, which made a convolution slower)."""
-        return not self.has_local
+    def __init__(self, host: HostCPU | None = None) -> None:
+        self.host = HostCPU.read() if host is None else host
+        if not isinstance(self.host, HostCPU):
+            raise TypeError(f"a renderer's host is a HostCPU, got {type(self.host).__name__}")
+        self.vector_registers = self.host.vector_registers
+        self.l1_bytes, self.l2_bytes = self.host.l1_bytes, self.host.l2_bytes
+        self.vector_lanes = vector_lanes(self.host)
+        self.builtin_suffixes = builtin_suffixes(self.host)
+        self.avx512_loads, self.avx2_loads = masked_loads(self.host)
 
     def max_lanes(self, op: Ops, dt: DType) -> int:
         """How many lanes of `dt` the C code does `op` on at once (1: lane by lane)."""
         if dt is dtypes.bool:
-            return 1 if op in (Ops.LOAD, Ops.STORE, Ops.REDUCE) else VECTOR_LANES[MASK]  # bools are stored as bytes
-        lanes = VECTOR_LANES.get(dt, 1)
+            # bools are stored as bytes
+            return 1 if op in (Ops.LOAD, Ops.STORE, Ops.REDUCE) else self.vector_lanes[MASK]
+        lanes = self.vector_lanes.get(dt, 1)
         if op in _VECTOR_ANY or (op in _VECTOR_FLOAT and dtypes.is_float(dt)):
-            return lanes if op is not Ops.MAX or not dtypes.is_float(dt) or _HAS_AVX2_FMA else 1
+            return lanes if op is not Ops.MAX or not dtypes.is_float(dt) or self.host.avx2_fma else 1
         if op in _VECTOR_INT and not dtypes.is_float(dt):
             return lanes
-        if op in _VECTOR_X86 and dtypes.is_float(dt) and _HAS_AVX2_FMA:
+        if op in _VECTOR_X86 and dtypes.is_float(dt) and self.host.avx2_fma:
             return lanes
         return 1
 
@@ -273,7 +272,7 @@ class CRenderer(Renderer):
         """Can the C code read vector `dt` under a gate per lane (AVX-512's or AVX2's masked loads; the CPU device
         only)?"""
         key = (dt.scalar(), dt.count)
-        return self.device == "CPU" and (key in _MASKED_LOADS or key in _AVX2_MASKED_LOADS)
+        return self.device == "CPU" and (key in self.avx512_loads or key in self.avx2_loads)
 
     def supported_dtypes(self) -> frozenset[DType]:
         """The scalar dtypes this renderer's device computes and stores (the C device: every one C has).
@@ -362,7 +361,8 @@ class CRenderer(Renderer):
         return f"({cond} ? {yes} : {no})"
 
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
-        return PRELUDE + (VECTOR_TYPEDEFS if vectors else "") + (FLOOR_HELPERS if needs_floor else "")
+        typedefs = vector_typedefs(self.host.vector_bytes) if vectors else ""
+        return PRELUDE + typedefs + (FLOOR_HELPERS if needs_floor else "")
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         names: dict[UOp, str] = {}
@@ -441,10 +441,10 @@ class CRenderer(Renderer):
                 index = u.src[0]
                 addr = self.load(u.dtype, index, src[0])
                 if len(index.src) == 3 and index.src[2].dtype.count > 1:
-                    expr = _masked_load(u.dtype, src[0], src[1], names[index.src[2]], is_zero(u.src[1]))
+                    expr = self._masked_load(u.dtype, src[0], src[1], names[index.src[2]], is_zero(u.src[1]))
                 else:
                     expr = self.choose(names[index.src[2]], addr, src[1]) if len(index.src) == 3 else addr
-                if u.dtype.count > 1 and uses[u] > 1 and _HAS_AVX2_FMA and self.device == "CPU":
+                if u.dtype.count > 1 and uses[u] > 1 and self.host.avx2_fma and self.device == "CPU":
                     # a vector read by several FMAs: keep it in a register (GCC would fold the load into every
                     # FMA, and a 4x16 tile would then wait on 12 loads for 8 FMAs instead of 6)
                     names[u] = fresh("val")
@@ -470,6 +470,17 @@ class CRenderer(Renderer):
         prelude = self.prelude(vectors, needs_floor, uops)
         return "\n".join([prelude, self.head(name, args), *lines, "}", ""])
 
+    def _masked_load(self, dt: DType, lvalue: str, alt: str, gate: str, alt_is_zero: bool) -> str:
+        """A vector of `dt` read at element `lvalue` where the lanes of the bool vector `gate` are true, `alt`'s
+        lanes elsewhere (`masked_load` says which `dt` have it)."""
+        if (avx2 := self.avx2_loads.get((dt.scalar(), dt.count))) is not None:
+            loaded = f"__builtin_ia32_{avx2}((const {ctype(dt)}*)&{lvalue}, {gate})"
+            return loaded if alt_is_zero else _select(dt, gate, loaded, alt)  # (AVX2 zeroes the lanes it does not read)
+        name, scalar = self.avx512_loads[(dt.scalar(), dt.count)], C_TYPES[dt.scalar()]
+        bits = name[-3:].lstrip("us")
+        mask = f"__builtin_ia32_cvtd2mask{bits}({gate})"
+        return f"__builtin_ia32_{name}_mask((const {scalar}*)&{lvalue}, {alt}, {mask})"
+
     def _shuffled(self, u: UOp, names: dict[UOp, str]) -> str | None:
         """VECTORIZE `u` as one shuffle, when each of its lanes is a lane of one of two vectors of one type."""
         if u.dtype.count < 2 or any(s.op is not Ops.GEP or len(s.arg) != 1 for s in u.src):
@@ -486,7 +497,7 @@ class CRenderer(Renderer):
     def _alu(self, u: UOp, src: list[str]) -> tuple[str, bool]:
         op, dt = u.op, u.dtype
         if dt.count > 1 or (u.src and u.src[-1].dtype.count > 1):
-            vector = _vector_alu(u, src)
+            vector = _vector_alu(u, src, self.builtin_suffixes.get((dt.scalar(), dt.count)))
             if vector is not None:
                 return vector, False
         if op in _INFIX:
@@ -499,20 +510,20 @@ class CRenderer(Renderer):
         if op is Ops.NEG:
             return (f"(!{src[0]})" if dt is dtypes.bool else f"(-{src[0]})"), False
         lanewise = (Ops.MULACC, Ops.SQRT, Ops.TRUNC) + ((Ops.MAX,) if dtypes.is_float(dt) else ())
-        if op in lanewise and dt.count > 1 and (dt.scalar(), dt.count) not in _VEC_BUILTIN_SUFFIX:
+        if op in lanewise and dt.count > 1 and (dt.scalar(), dt.count) not in self.builtin_suffixes:
             # no instruction for this width: lane by lane
             lanes = [
                 self._alu(UOp(op, dt.scalar(), tuple(s.gep(i) for s in u.src)), [self.lane(x, i) for x in src])[0]
                 for i in range(dt.count)
             ]
             return self.vector_literal(dt, lanes), False
-        if op is Ops.MAX and dt.count > 1 and _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)].endswith("512"):
+        if op is Ops.MAX and dt.count > 1 and self.builtin_suffixes[(dt.scalar(), dt.count)].endswith("512"):
             # NaN wins, as in numpy: a lane of `a` where a is NaN or greater, else b (two compares into k-masks)
             a, b = src[0], src[1]
             return _select(dt, f"(({a} != {a}) | ({a} > {b}))", a, b), False
         if op is Ops.MAX and dt.count > 1:
             # NaN wins, as in numpy: maxps gives its second operand when either is NaN, so a NaN in `a` is put back
-            sfx = _VEC_BUILTIN_SUFFIX[(dt.scalar(), dt.count)]
+            sfx = self.builtin_suffixes[(dt.scalar(), dt.count)]
             a, b = src
             nan_a = f"__builtin_ia32_cmp{sfx}({a}, {a}, 3)"
             return f"__builtin_ia32_blendv{sfx}(__builtin_ia32_max{sfx}({a}, {b}), {a}, {nan_a})", False
@@ -523,7 +534,7 @@ class CRenderer(Renderer):
             return f"(({a} > {b}) ? {a} : {b})", False
         if op is Ops.WHERE:
             return f"({src[0]} ? {src[1]} : {src[2]})", False
-        if op is Ops.MULACC and dt.count > 1 and (fma := _VEC_BUILTIN_SUFFIX.get((dt.scalar(), dt.count))):
+        if op is Ops.MULACC and dt.count > 1 and (fma := self.builtin_suffixes.get((dt.scalar(), dt.count))):
             return f"__builtin_ia32_vfmadd{fma}{_mask_args(fma)}({', '.join(src)}{_mask_args(fma, True)})", False
         if op is Ops.MULACC and dt in (dtypes.float32, dtypes.float64):
             return f"__builtin_fma{'f' if dt is dtypes.float32 else ''}({', '.join(src)})", False
@@ -554,10 +565,12 @@ def _typedefs(dt: DType) -> str:
     )
 
 
-# every vector type a kernel may name (masks and bitwise selects use int vectors the program never holds)
-VECTOR_TYPEDEFS = "".join(
-    _typedefs(dt.vec(n)) for dt, lanes in VECTOR_LANES.items() for n in (2, 4, 8, 16) if n <= lanes
-)
+@functools.cache
+def vector_typedefs(vector_bytes: int) -> str:
+    """Every vector type a kernel may name where a vector register holds `vector_bytes` (masks and bitwise selects
+    use int vectors the program never holds)."""
+    lanes = {dt: vector_bytes // dt.itemsize for dt in VECTOR_SCALARS}
+    return "".join(_typedefs(dt.vec(n)) for dt, most in lanes.items() for n in (2, 4, 8, 16) if n <= most)
 
 
 def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
@@ -566,18 +579,6 @@ def _vector_access(dt: DType, index: UOp, lvalue: str, const: str) -> str:
     if dt.count > 1 and isinstance(ptr, PtrDType) and ptr.base.count == 1:
         return f"(*({const}{vector_name(dt)}_u*)&{lvalue})"
     return lvalue
-
-
-def _masked_load(dt: DType, lvalue: str, alt: str, gate: str, alt_is_zero: bool) -> str:
-    """A vector of `dt` read at element `lvalue` where the lanes of the bool vector `gate` are true, `alt`'s lanes
-    elsewhere (`CRenderer.masked_load` says which `dt` have it)."""
-    if (avx2 := _AVX2_MASKED_LOADS.get((dt.scalar(), dt.count))) is not None:
-        loaded = f"__builtin_ia32_{avx2}((const {ctype(dt)}*)&{lvalue}, {gate})"
-        return loaded if alt_is_zero else _select(dt, gate, loaded, alt)  # (AVX2 zeroes the lanes it does not read)
-    name, scalar = _MASKED_LOADS[(dt.scalar(), dt.count)], C_TYPES[dt.scalar()]
-    bits = name[-3:].lstrip("us")
-    mask = f"__builtin_ia32_cvtd2mask{bits}({gate})"
-    return f"__builtin_ia32_{name}_mask((const {scalar}*)&{lvalue}, {alt}, {mask})"
 
 
 def _select(dt: DType, mask: str, a: str, b: str) -> str:
@@ -617,8 +618,9 @@ def _as_mask(cmp: str, operand: DType) -> str:
     return f"__builtin_convertvector({cmp}, {ctype(MASK.vec(operand.count))})"
 
 
-def _vector_alu(u: UOp, src: list[str]) -> str | None:
-    """The C of an ALU op on vectors where it differs from the scalar form (None: the same text serves)."""
+def _vector_alu(u: UOp, src: list[str], sfx: str | None) -> str | None:
+    """The C of an ALU op on vectors where it differs from the scalar form (None: the same text serves); `sfx` is
+    the suffix of the x86 builtins for the vector's width (None: it has none)."""
     op, dt = u.op, u.dtype
     if u.src[0].dtype.scalar() is dtypes.bool and op in (*GroupOp.Comparison, Ops.MAX):
         # masks: true is -1, so the integer order is backwards; say it in logic instead
@@ -633,7 +635,6 @@ def _vector_alu(u: UOp, src: list[str]) -> str | None:
         return _select(dt, _mask_for(src[0], dt), src[1], src[2])
     if op is Ops.MAX and not dtypes.is_float(dt):
         return _select(dt, f"({src[0]} > {src[1]})", src[0], src[1])
-    sfx = _VEC_BUILTIN_SUFFIX.get((dt.scalar(), dt.count))
     if sfx is None or op not in (Ops.SQRT, Ops.TRUNC):
         return None
     if op is Ops.SQRT:

@@ -38,6 +38,7 @@ from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16, 
 from zeptograd.dtype import DType, PtrDType, dtypes
 from zeptograd.helpers import ContextVar
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS, CRenderer, render_const
+from zeptograd.renderer.host import HostCPU
 from zeptograd.uop.ops import Ops, UOp
 
 CUDA_TYPES: dict[DType, str] = {
@@ -274,10 +275,13 @@ class CUDARenderer(CRenderer):
     _tensor_cores = False  # the program being rendered has WMMAs (its loops get TC_UNROLL)
     _warpgroups = False  # ... and they are warpgroup MMAs (a zg_stage counter for their shared tiles)
     packs_narrow_values = True  # the heuristic gives an elementwise kernel's threads 4 bytes of 1- or 2-byte values
+    paired_gated_stores = False  # a thread stores its own lanes
+    local_memory_bytes = SHARED_LIMIT
 
     def __init__(self, arch: str = "sm_80") -> None:
         """`arch`: the GPU's architecture the kernels are compiled for: mma.sync tensor cores from sm_80, and on
         sm_90a (an H100's or H200's own) the warpgroup MMA first (WGMMA_SHAPE), which the heuristic then picks."""
+        super().__init__(HostCPU())  # no CPU runs the kernels: none of a host's vector widths or builtins
         self.arch = arch
         mma = (MMA_M16N8K16_F16, MMA_M16N8K16_BF16)
         self.tensor_cores: tuple[TensorCore, ...] = mma
@@ -377,10 +381,10 @@ class CUDARenderer(CRenderer):
         self._min_blocks = min_blocks(uops, self._block)
         self._tensor_cores = any(u.op is Ops.WMMA for u in uops)
         self._warpgroups = any(u.op is Ops.WMMA and u.arg.warpgroup for u in uops)
-        if self._warpgroups and (shared := self._block // 128 * wgmma_shared_bytes(uops)) > SHARED_LIMIT:
+        if self._warpgroups and (shared := self._block // 128 * wgmma_shared_bytes(uops)) > self.local_memory_bytes:
             raise ValueError(
                 f"{name}: its warpgroup MMAs need {shared} bytes of shared memory a block, more than the "
-                f"{SHARED_LIMIT} a kernel may declare (fewer warpgroups a block, or a smaller k)"
+                f"{self.local_memory_bytes} a kernel may declare (fewer warpgroups a block, or a smaller k)"
             )
         return super().render(name, uops)
 

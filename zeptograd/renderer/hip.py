@@ -73,8 +73,12 @@ class HIPRenderer(CUDARenderer):
     fragment_load_lanes = 1  # fragments are gathered lane by lane (no vector loads rendered yet)
     native_transcendentals = True  # ocml's exp2, log2, sin, cos, tan, exp, tanh
 
+    # bytes of LDS a work-group may hold
+    local_memory_bytes = 64 << 10
+
     def __init__(self, arch: str = "gfx1100") -> None:
-        self.arch = arch
+        """`arch`: the AMD GPU's architecture: RDNA3's WMMA tensor cores on gfx11."""
+        super().__init__(arch)
         # RDNA3's WMMA (gfx11, wave32), fp16 and bfloat16; CDNA's MFMA (gfx90a) is not rendered yet
         rdna3 = (WMMA_16_16_16_F16_RDNA3, WMMA_16_16_16_BF16_RDNA3)
         self.tensor_cores = rdna3 if arch.startswith("gfx11") else ()
@@ -142,7 +146,7 @@ class HIPRenderer(CUDARenderer):
 
     def prelude(self, vectors: bool, needs_floor: bool, uops: Sequence[UOp]) -> str:
         lines = [PRELUDE]
-        called = {fn for u in uops if (fn := self._ocml(u.op, u.dtype)) is not None}
+        called = {call for u in uops if (call := self._ocml(u.op, u.dtype)) is not None}
         for fn, arity, dt in sorted(called, key=lambda f: f[0]):
             t = self.type_name(dt)
             lines.append(f'extern "C" __attribute__((device, const)) {t} {fn}({", ".join([t] * arity)});\n')

@@ -25,12 +25,8 @@ from collections.abc import Sequence
 
 from zeptograd.dtype import DType, PtrDType, dtypes, truncate
 from zeptograd.renderer import Renderer
-from zeptograd.renderer.cstyle import (  # the C device's widths: the same programs
-    CACHE_BYTES,
-    MATH_FUNCTIONS,
-    VECTOR_BYTES,
-    VECTOR_LANES,
-)
+from zeptograd.renderer.cstyle import MATH_FUNCTIONS, vector_lanes
+from zeptograd.renderer.host import HostCPU
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 LLVM_TYPES: dict[DType, str] = {
@@ -108,14 +104,25 @@ def _zero(dt: DType) -> str:
 
 
 class LLVMRenderer(Renderer):
-    """Renders a linear program as an LLVM IR module holding `define void @name(ptr noalias %data0, ...)`."""
+    """Renders a linear program as an LLVM IR module holding `define void @name(ptr noalias %data0, ...)`, its
+    vectors as wide as the CPU `host`'s (None: this machine's, `HostCPU.read()`), the C device's widths: the same
+    programs.
+
+    >>> LLVMRenderer(HostCPU(frozenset({"avx2", "fma", "avx512f"}))).max_lanes(Ops.ADD, dtypes.float32)
+    16
+    """
 
     device = "LLVM"
     has_threads = True
     runs_on_cpu = True
-    vector_registers = 32 if VECTOR_BYTES == 64 else 16
-    l1_bytes = CACHE_BYTES[1]
-    l2_bytes = CACHE_BYTES[2]
+
+    def __init__(self, host: HostCPU | None = None) -> None:
+        self.host = HostCPU.read() if host is None else host
+        if not isinstance(self.host, HostCPU):
+            raise TypeError(f"a renderer's host is a HostCPU, got {type(self.host).__name__}")
+        self.vector_registers = self.host.vector_registers
+        self.l1_bytes, self.l2_bytes = self.host.l1_bytes, self.host.l2_bytes
+        self.vector_lanes = vector_lanes(self.host)
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every scalar dtype LLVM IR has a type for (all of C's).
@@ -129,10 +136,10 @@ class LLVMRenderer(Renderer):
         """How many lanes of `dt` the IR does `op` on at once (1: lane by lane)."""
         if dt is dtypes.bool:
             # bools are stored as bytes; in registers as wide as the int32 vectors (the C renderer's masks)
-            return 1 if op in (Ops.LOAD, Ops.STORE, Ops.REDUCE) else VECTOR_LANES[dtypes.int32]
+            return 1 if op in (Ops.LOAD, Ops.STORE, Ops.REDUCE) else self.vector_lanes[dtypes.int32]
         if op in _SCALAR_ONLY:
             return 1
-        return VECTOR_LANES.get(dt, 1)
+        return self.vector_lanes.get(dt, 1)
 
     def render(self, name: str, uops: Sequence[UOp]) -> str:
         return _Function(name, uops).text()

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes
 from zeptograd.renderer.cstyle import C_TYPES, MATH_FUNCTIONS, CRenderer, render_const
+from zeptograd.renderer.host import HostCPU
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 CL_TYPES: dict[DType, str] = {
@@ -78,12 +79,25 @@ class OpenCLRenderer(CRenderer):
     has_local = True
     has_threads = False
     runs_on_cpu = False  # the device sets it: a CPU driver (PoCL) gets the CPU's layouts
+    paired_gated_stores = False  # a work-item stores its own lanes
     # work-items of a work-group at most: OpenCL guarantees at least 256 on a GPU; PoCL's CPU device takes 4096
     max_local_size = 256
+    # bytes of __local memory a work-group may hold: OpenCL's guaranteed least (the device sets its own)
+    local_memory_bytes = 32 << 10
 
-    def __init__(self, extensions: frozenset[str] = frozenset(), lanes: int = 4, kernel_attributes: str = "") -> None:
+    def __init__(
+        self,
+        extensions: frozenset[str] = frozenset(),
+        lanes: int = 4,
+        kernel_attributes: str = "",
+        host: HostCPU | None = None,
+    ) -> None:
+        """`extensions`: the device's OpenCL extensions; `lanes`: the width of its vectors (4, 8 or 16);
+        `kernel_attributes`: written before `__kernel`; `host`: the CPU a CPU driver (PoCL) runs the kernels on, whose
+        register and cache sizes the planner reads (None: this machine's)."""
         if lanes not in (4, 8, 16):
             raise ValueError(f"OpenCL vectors of 4, 8 or 16 lanes, got {lanes}")
+        super().__init__(host)
         self.extensions = extensions
         self.lanes = lanes
         # written before `__kernel` (PoCL on x86: the target features its builtins need to be inlined)

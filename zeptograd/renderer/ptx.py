@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from zeptograd.codegen.tensor_cores import MMA_M16N8K16_BF16, MMA_M16N8K16_F16
 from zeptograd.dtype import AddrSpace, DType, PtrDType, dtypes, truncate
 from zeptograd.renderer import Renderer
-from zeptograd.renderer.cuda import CUDA_DTYPES, MMA_TYPES, launch_order
+from zeptograd.renderer.cuda import CUDA_DTYPES, MMA_TYPES, SHARED_LIMIT, launch_order
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 # PTX ISA 8.0 (CUDA 12.0): read by every CUDA 12 and 13 ptxas and driver, and has all this renderer uses
@@ -147,8 +147,10 @@ class PTXRenderer(Renderer):
     tensor_cores = (MMA_M16N8K16_F16, MMA_M16N8K16_BF16)
     fragment_load_lanes = 8  # a WMMA operand in one 16-byte load where it is contiguous and aligned
     packs_narrow_values = True
+    local_memory_bytes = SHARED_LIMIT
 
     def __init__(self, arch: str = "sm_80") -> None:
+        """`arch`: the GPU's architecture the PTX targets (`.target`)."""
         self.arch = arch
 
     def supported_dtypes(self) -> frozenset[DType]:

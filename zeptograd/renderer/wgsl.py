@@ -101,6 +101,9 @@ class WGSLRenderer(CRenderer):
     has_threads = False
     # invocations in a work-group at most: WebGPU's default limit (maxComputeInvocationsPerWorkgroup)
     max_local_size = 256
+    # bytes of workgroup memory a work-group may hold: WebGPU's default limit (maxComputeWorkgroupStorageSize)
+    local_memory_bytes = 16 << 10
+    paired_gated_stores = False  # an invocation stores its own lanes
     # WGSL has no way to forbid contraction: a driver may fuse a*b+c into an FMA (lavapipe does), so a product
     # and a sum are not always rounded twice as on the other devices (test_backends.py knows)
     may_contract = True

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import dtypes
 from zeptograd.uop.ops import Ops
+
+if TYPE_CHECKING:
+    from zeptograd.renderer import Renderer
 
 DEVICES = ("CPU", "PYTHON", "LLVM", "CL", "CUDA", "PTX", "TRITON", "WEBGPU", "HIP")
 # the Python package each optional device needs, and what to install when it is missing
@@ -48,7 +51,8 @@ def runs_in_order(device: str) -> bool:
     """
     if device in HOST_COMPILED:
         return True
-    return not getattr(Device[device].renderer, "has_local", False)
+    renderer: Renderer = Device[device].renderer
+    return not renderer.has_local
 
 
 def cpu_layouts(device: str) -> bool:
@@ -61,8 +65,8 @@ def cpu_layouts(device: str) -> bool:
     """
     if device in HOST_COMPILED:
         return True
-    renderer = Device[device].renderer
-    return getattr(renderer, "runs_on_cpu", False) and renderer.max_lanes(Ops.LOAD, dtypes.float32) > 1
+    renderer: Renderer = Device[device].renderer
+    return renderer.runs_on_cpu and renderer.max_lanes(Ops.LOAD, dtypes.float32) > 1
 
 
 def padded_reads_in_place(device: str) -> bool:
@@ -78,7 +82,10 @@ def padded_reads_in_place(device: str) -> bool:
     >>> padded_reads_in_place("LLVM")
     False
     """
-    return device == "CPU" and Device[device].renderer.max_lanes(Ops.MULACC, dtypes.float32) * 4 >= 64
+    if device != "CPU":
+        return False
+    renderer: Renderer = Device[device].renderer
+    return renderer.max_lanes(Ops.MULACC, dtypes.float32) * 4 >= 64
 
 
 def _problem(base: str) -> str | None:

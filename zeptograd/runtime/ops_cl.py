@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from zeptograd.codegen import ProgramSpec
-from zeptograd.renderer.cstyle import X86_FLAGS
+from zeptograd.renderer.host import HostCPU
 from zeptograd.renderer.opencl import OpenCLRenderer
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
@@ -52,16 +52,17 @@ def pyopencl() -> Any:
     return cl
 
 
-def pocl_kernel_attributes(device: Any) -> str:
+def pocl_kernel_attributes(device: Any, host: HostCPU) -> str:
     """The attribute that lets PoCL inline its builtins into our kernels on this CPU ("" where none is needed).
 
     PoCL compiles a kernel for the host CPU as its LLVM names it and links builtins (vloadN, select, fma, trunc)
     built for a generic CPU of the same class. LLVM inlines a call only where the caller has every target feature
     of the callee: LLVM 14 takes this Xeon for a Rocket Lake, which lacks the CLWB of PoCL's AVX-512 builtins, so
-    every builtin stayed a call (exp 2^22, 16 lanes: 3.9 ms; inlined 1.0). The host has CLWB: the kernel says so.
+    every builtin stayed a call (exp 2^22, 16 lanes: 3.9 ms; inlined 1.0). Where the `host` CPU PoCL runs on has
+    CLWB, the kernel says so.
     """
     pocl_cpu = "Portable Computing Language" in device.platform.name and device.type & pyopencl().device_type.CPU
-    return '__attribute__((target("clwb")))' if pocl_cpu and "clwb" in X86_FLAGS else ""
+    return '__attribute__((target("clwb")))' if pocl_cpu and "clwb" in host.flags else ""
 
 
 class CLDevice:
@@ -86,11 +87,15 @@ class CLDevice:
         preferred = self.device.preferred_vector_width_float
         lanes = 16 if preferred >= 16 and self._builds_for_avx512() else 8 if preferred >= 8 else 4
         extensions = frozenset(self.device.extensions.split()) - without
-        self.renderer = OpenCLRenderer(extensions, lanes, pocl_kernel_attributes(self.device))
+        on_cpu = bool(self.device.type & cl.device_type.CPU)
+        # a CPU driver (PoCL) runs the kernels on this machine's CPU: its facts (caches, registers, CLWB) apply
+        host = HostCPU.read() if on_cpu else HostCPU()
+        self.renderer = OpenCLRenderer(extensions, lanes, pocl_kernel_attributes(self.device, host), host)
         self.renderer.max_local_size = min(OpenCLRenderer.max_local_size, self.device.max_work_group_size)
+        self.renderer.local_memory_bytes = int(self.device.local_mem_size)
         # a CPU driver (PoCL) runs work-groups on the host's cores: the CPU's layouts for its caches pay there too
         # (B in panels keeps a large matmul's reads in cache)
-        self.renderer.runs_on_cpu = bool(self.device.type & cl.device_type.CPU)
+        self.renderer.runs_on_cpu = on_cpu
         self._kernels: dict[tuple[str, str], Any] = {}
 
     def _builds_for_avx512(self) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 
 from zeptograd.codegen import ProgramSpec
 from zeptograd.renderer.cstyle import CRenderer
+from zeptograd.renderer.host import HostCPU
 from zeptograd.runtime import cpu_threads
 from zeptograd.runtime.buffer import Buffer
 
@@ -175,7 +176,7 @@ class CPUDevice:
     name = "CPU"
 
     def __init__(self) -> None:
-        self.renderer = CRenderer()
+        self.renderer = CRenderer(HostCPU.read())
         self.compiler = CCompiler()
 
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zeptograd.codegen import ProgramSpec
+from zeptograd.renderer.host import HostCPU
 from zeptograd.renderer.llvmir import LLVMRenderer
 from zeptograd.runtime import cpu_threads
 from zeptograd.runtime.buffer import Buffer
@@ -93,7 +94,7 @@ class LLVMDevice:
 
     def __init__(self) -> None:
         self.compiler = LLVMCompiler()
-        self.renderer = LLVMRenderer()
+        self.renderer = LLVMRenderer(HostCPU.read())
 
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
         address = self.compiler.function(program.src, program.name)

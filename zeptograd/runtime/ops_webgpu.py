@@ -29,6 +29,7 @@ import numpy as np
 
 from zeptograd.codegen import ProgramSpec
 from zeptograd.helpers import DEBUG
+from zeptograd.renderer.host import HostCPU
 from zeptograd.renderer.wgsl import WGSLRenderer, launch_grid
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
@@ -154,9 +155,11 @@ class WebGPUDevice:
         self.offset_alignment = int(adapter.limits.get("min-storage-buffer-offset-alignment", 256))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         self.allocator = WebGPUAllocator(self.device, usage)
-        self.renderer = WGSLRenderer()
+        on_cpu = adapter.info.get("adapter_type") == "CPU"
+        # a CPU adapter (lavapipe) runs the shaders on this machine's CPU: its caches and registers apply
+        self.renderer = WGSLRenderer(HostCPU.read() if on_cpu else HostCPU())
         # a CPU adapter (lavapipe) runs a work-group's invocations on one core: plans for a CPU, not a GPU
-        self.renderer.runs_on_cpu = adapter.info.get("adapter_type") == "CPU"
+        self.renderer.runs_on_cpu = on_cpu
         self._pipelines: dict[str, Any] = {}
         self._fence: int | None = None  # a word of device memory that synchronize() reads
 
