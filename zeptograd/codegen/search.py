@@ -20,7 +20,7 @@ import numpy as np
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
 from zeptograd.codegen.opt import max_local as work_group_limit
 from zeptograd.dtype import PtrDType
-from zeptograd.helpers import THREADS
+from zeptograd.helpers import THREADS, cache_dir
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.render import pyrender
 
@@ -30,8 +30,6 @@ MAX_LANES = 256  # a plan whose vectors need more lanes than this spills registe
 
 
 def _cache_file(ast: UOp, device: str) -> Path:
-    from zeptograd.runtime.ops_cpu import cache_dir
-
     key = hashlib.sha256(f"{device}\0{pyrender(ast)}".encode()).hexdigest()[:32]
     return cache_dir() / "beam" / f"{device.lower()}_{key}.json"
 
