@@ -57,7 +57,8 @@ from zeptograd.engine.realize import compiled
 from zeptograd.runtime import ops_cuda
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cuda import compile_cuda
-from zeptograd.schedule.kernelize import buffer_of, create_schedule
+from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.uop.buffers import buffer_of
 
 # the sweep's tiles: WMMA blocks a warp along m and n, warps a block along m and n
 SWEEP_TILES = (

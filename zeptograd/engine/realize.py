@@ -28,7 +28,8 @@ from zeptograd.engine.memory import can_share, plan_memory
 from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
 from zeptograd.runtime.buffer import Buffer, buffer_for
 from zeptograd.runtime.device import Device
-from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer, view_of
+from zeptograd.schedule.kernelize import ScheduleItem, create_schedule
+from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.render import render_listing
 from zeptograd.uop.spec import tensor_spec, verify

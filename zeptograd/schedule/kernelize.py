@@ -21,7 +21,6 @@ through memory. Each realized node becomes one kernel: its value, read at the ou
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import defaultdict
 from typing import NamedTuple
@@ -32,36 +31,15 @@ from zeptograd.helpers import SPEC, STORE_COST
 from zeptograd.runtime.device import runs_in_order
 from zeptograd.schedule.indexing import IndexingContext, at, indexing
 from zeptograd.schedule.layout import LayoutFacts, layout_facts, layouts
+from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.shape import prod, strides_for
 from zeptograd.uop.spec import tensor_spec, verify
 from zeptograd.uop.symbolic import symbolic
 
-_buffer_ids = itertools.count()
-
-
-def new_buffer(device: str, size: int, dtype) -> UOp:
-    """A fresh BUFFER node: `arg` is (unique id, device, number of elements)."""
-    return UOp(_BUFFER, dtype, (), (next(_buffer_ids), device, size))
-
-
-# module constants for the hot paths: on Python 3.11 `Ops.X` goes through EnumType.__getattr__ (0.3 us a lookup)
-_RESHAPE, _BUFFER = Ops.RESHAPE, Ops.BUFFER
-
-
-def buffer_of(u: UOp) -> UOp | None:
-    """The BUFFER that `u` is a plain view of (the buffer itself, or reshapes of it), else None."""
-    while u.op is _RESHAPE:
-        u = u.src[0]
-    return u if u.op is _BUFFER else None
-
-
-def view_of(buf: UOp, shape: tuple[int, ...]) -> UOp:
-    """`buf` seen in `shape`."""
-    if buf.op is _BUFFER and len(shape) == 1 and shape[0] == buf.arg[2]:
-        return buf  # a buffer's own shape is (size,): no shape computation
-    return buf if buf.shape == shape else UOp(_RESHAPE, buf.dtype, (buf,), shape)
+# a module constant for the hot paths: on Python 3.11 `Ops.X` goes through EnumType.__getattr__ (0.3 us a lookup)
+_RESHAPE = Ops.RESHAPE
 
 
 class ScheduleItem(NamedTuple):
