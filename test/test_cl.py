@@ -371,7 +371,7 @@ def test_softmax_matmul_and_conv2d():
 
 def test_beam_search_on_cl(tmp_path, monkeypatch):
     monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
-    from zeptograd.codegen.search import beam_search
+    from zeptograd.engine.search import beam_search
 
     a = data((4, 96), dtypes.float32)  # few candidates fit: each costs PoCL a compile
     t = cl(a).realize()

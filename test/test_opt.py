@@ -272,7 +272,8 @@ def test_vector_ops_are_exact(device):
 
 
 def test_beam_search_finds_a_plan_and_caches_it(monkeypatch, tmp_path):
-    from zeptograd.codegen import search
+    from zeptograd.engine import realize as engine
+    from zeptograd.engine import search
 
     monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
     a, b = _inputs((8, 8), (8, 16), seed=5)
@@ -296,7 +297,9 @@ def test_beam_search_finds_a_plan_and_caches_it(monkeypatch, tmp_path):
         assert list(tmp_path.glob("beam/cpu_*.json"))
         timed.clear()
         assert search.beam_search(item.ast, Device["CPU"].renderer, 2) == plan and not timed  # from the disk cache
-        out = (Tensor(a) @ Tensor(b)).numpy()  # BEAM=2 through realize
+        monkeypatch.setattr(engine, "kernel_log", [])
+        out = (Tensor(a) @ Tensor(b)).numpy()  # BEAM=2 through realize: the engine compiles with the cached plan
+        assert not timed and [program.opts for program, _ in engine.kernel_log] == [tuple(plan)]
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
