@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from zeptograd.codegen import ProgramSpec, get_program
 from zeptograd.dtype import dtypes
 from zeptograd.engine.constants import CONST_BUFFERS_KEPT, LIFTING_DEVICES, constant_buffer, lift_constants
+from zeptograd.engine.facts import device_facts
 from zeptograd.engine.memory import can_share, plan_memory
 from zeptograd.engine.search import beam_opts
 from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
@@ -439,7 +440,7 @@ def schedule(
             verify(UOp(Ops.SINK, dtypes.void, tuple(roots)), tensor_spec, "tensor graph")
         return _replay(recipe, nodes, leaves)
     schedule_cache_stats["misses"] += 1
-    items, views = create_schedule(roots, devices)
+    items, views = create_schedule(roots, devices, device_facts)
     compile_schedule(items)
     if len(_schedules) >= SCHEDULE_CACHE_SIZE:
         _schedules.clear()
