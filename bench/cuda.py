@@ -53,11 +53,13 @@ import numpy as np
 from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
 from zeptograd.codegen.opt import Opt, OptOps
+from zeptograd.engine.facts import device_facts
 from zeptograd.engine.realize import compiled
 from zeptograd.runtime import ops_cuda
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cuda import compile_cuda
-from zeptograd.schedule.kernelize import buffer_of, create_schedule
+from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.uop.buffers import buffer_of
 
 # the sweep's tiles: WMMA blocks a warp along m and n, warps a block along m and n
 SWEEP_TILES = (
@@ -97,7 +99,7 @@ def batch_time(launch: Callable[[], Any], sync: Callable[[], Any], min_s: float 
 def kernels_of(out: Tensor) -> tuple[Callable[[], None], list[Any], Any]:
     """A function that launches every kernel that computes `out` (its inputs realized), the programs, and the output
     buffer."""
-    items, _ = create_schedule([out.uop], ["CUDA"])
+    items, _ = create_schedule([out.uop], ["CUDA"], device_facts)
     steps = []
     for item in items:
         assert item.ast is not None, "the benchmark's expressions need no copies"
@@ -172,7 +174,7 @@ def sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator, experime
         if offered:
             dev.renderer.tensor_cores = tuple(tc for tc in offered if not tc.warpgroup)
         x, y = Tensor(x_np, device=device).realize(), Tensor(y_np, device=device).realize()
-        items, _ = create_schedule([(x @ y).uop], [device])
+        items, _ = create_schedule([(x @ y).uop], [device], device_facts)
         *copies, item = items
         steps = []
         for c in copies:
@@ -260,7 +262,7 @@ def wgmma_check(rng: np.random.Generator) -> None:
                 x = Tensor(x_np, device="CUDA").cast(dt).realize()
                 y = Tensor(y_np, device="CUDA").cast(dt).realize()
                 want = x.cast(dtypes.float32).numpy().astype(np.float64) @ y.cast(dtypes.float32).numpy()
-                items, _ = create_schedule([(x @ y).cast(dtypes.float32).uop], ["CUDA"])
+                items, _ = create_schedule([(x @ y).cast(dtypes.float32).uop], ["CUDA"], device_facts)
                 (item,) = items
                 assert item.ast is not None
                 renderer = cuda.CUDARenderer(dev.arch)
@@ -353,7 +355,7 @@ def wgmma_sweep(size: int, sync: Callable[[], Any], rng: np.random.Generator) ->
         got = out.numpy().reshape(size, size)[:64].astype(np.float32)
         err = float(np.abs(got - want).max() / np.abs(want).max())
         print(f"  {name} x @ y (copies and kernel): {2 * size**3 / s * 1e-12:7.1f} TFLOP/s  rel err {err:.1e}")
-        items, _ = create_schedule([(x @ y).uop], ["CUDA"])
+        items, _ = create_schedule([(x @ y).uop], ["CUDA"], device_facts)
         *copies, item = items
         for c in copies:
             assert c.ast is not None
@@ -446,7 +448,7 @@ def first_call(device: str, rng: np.random.Generator) -> tuple[float, str]:
     k = float(rng.uniform(1, 2))
     t = [time.perf_counter()]
     out = ((z * k + 1).exp() * k).sum(1)
-    (item,), _ = create_schedule([out.uop], [device])
+    (item,), _ = create_schedule([out.uop], [device], device_facts)
     t.append(time.perf_counter())
     program = get_program(item.ast, dev.renderer)
     t.append(time.perf_counter())

@@ -34,6 +34,7 @@ import numpy as np
 
 from zeptograd import Device, Tensor
 from zeptograd.codegen import get_program
+from zeptograd.engine.facts import device_facts
 from zeptograd.schedule.kernelize import create_schedule
 
 
@@ -45,7 +46,7 @@ def kernel_asts(seed: int) -> list[Any]:
     outs = [((x * k + 1).maximum(0) * k).exp(), (x * k).sum(axis=1), (x * k).softmax(axis=1), (x * k) @ x]
     asts = []
     for out in outs:
-        items, _ = create_schedule([out.uop], ["CPU"])
+        items, _ = create_schedule([out.uop], ["CPU"], device_facts)
         asts += [item.ast for item in items if item.ast is not None]
     return asts
 

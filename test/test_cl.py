@@ -16,6 +16,7 @@ from zeptograd import Device, GlobalCounters, Tensor, dtypes
 from zeptograd.codegen import UnsupportedDType, get_program
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts
 from zeptograd.dtype import DType
+from zeptograd.engine.facts import device_facts
 from zeptograd.helpers import Context
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.schedule.kernelize import create_schedule
@@ -49,7 +50,7 @@ def close(t: Tensor, want: np.ndarray, rtol: float = 1e-6, atol: float = 1e-6) -
 
 def run_with_opts(out: Tensor, opts: list[Opt]) -> tuple[np.ndarray, str]:
     """`out` computed by its (last) kernel planned with `opts` on CL: (the result, the kernel's source)."""
-    items, _ = create_schedule([out.uop], ["CL"])
+    items, _ = create_schedule([out.uop], ["CL"], device_facts)
     for item in items[:-1]:
         raise AssertionError(f"expected one kernel, got {len(items)}: {item}")
     item = items[-1]
@@ -79,7 +80,7 @@ def test_cl_is_listed_and_used():
 
 def test_renders_opencl_c_with_work_group_indices():
     a = data((64, 32), dtypes.float32)
-    items, _ = create_schedule([(cl(a).realize() * 2 + 1).uop], ["CL"])
+    items, _ = create_schedule([(cl(a).realize() * 2 + 1).uop], ["CL"], device_facts)
     program = get_program(items[-1].ast, Device["CL"].renderer)
     src = program.src
     assert re.search(r"^(__attribute__\(\(.*\)\) )?__kernel void ", src, re.MULTILINE), src
@@ -157,7 +158,7 @@ def test_group_then_local_on_another_axis_and_a_matmul():
 
 def test_invalid_gpu_opts_raise_clear_errors():
     a = cl(data((16, 24), dtypes.float32)).realize()
-    items, _ = create_schedule([a.sum(axis=1).uop], ["CL"])
+    items, _ = create_schedule([a.sum(axis=1).uop], ["CL"], device_facts)
     ast = items[-1].ast
     with pytest.raises(OptError, match="LOCAL needs a GPU-style device"):
         apply_opts(ast, [Opt(OptOps.LOCAL, 0, 4)])  # no work-groups (the CPU)
@@ -170,7 +171,7 @@ def test_invalid_gpu_opts_raise_clear_errors():
     with pytest.raises(OptError, match="THREAD splits a kernel across CPU cores"):
         apply_opts(ast, [Opt(OptOps.THREAD, 0, 2)], 256)
     four = cl(data((2, 3, 2, 2, 8), dtypes.float32)).realize().sum(axis=4)
-    (item,) = [i for i in create_schedule([four.uop], ["CL"])[0] if i.ast is not None]
+    (item,) = [i for i in create_schedule([four.uop], ["CL"], device_facts)[0] if i.ast is not None]
     with pytest.raises(OptError, match="GROUP needs at most 3 output axes"):
         apply_opts(item.ast, [Opt(OptOps.GROUP, 0, 4)], 256)
     with pytest.raises(OptError, match="UPCAST after GROUP"):
@@ -179,7 +180,7 @@ def test_invalid_gpu_opts_raise_clear_errors():
 
 def test_heuristic_groups_a_long_full_reduction():
     a = data((4, 8192), dtypes.float32)
-    items, _ = create_schedule([cl(a).realize().sum(axis=1).uop], ["CL"])
+    items, _ = create_schedule([cl(a).realize().sum(axis=1).uop], ["CL"], device_facts)
     plans = [get_program(item.ast, Device["CL"].renderer).opts for item in items if item.ast is not None]
     assert any(o.op in (OptOps.GROUP, OptOps.GROUPTOP) for plan in plans for o in plan), plans
     close(cl(a).sum(axis=1), a.astype(np.float64).sum(axis=1).astype(np.float32), rtol=1e-5, atol=1e-3)
@@ -191,7 +192,7 @@ def test_heuristic_row_sums_read_rows_contiguously(shape: tuple[int, ...]):
     # each of 4 rows gathered, which PoCL runs at about half the speed
     a = data(shape, dtypes.float32)
     t = cl(a).realize()
-    items, _ = create_schedule([t.sum(axis=-1).uop], ["CL"])
+    items, _ = create_schedule([t.sum(axis=-1).uop], ["CL"], device_facts)
     program = get_program(items[-1].ast, Device["CL"].renderer)
     kinds = [o.op for o in program.opts]
     if OptOps.UNROLL in kinds and OptOps.UPCAST in kinds:
@@ -294,7 +295,7 @@ def test_masks_and_bit_ops_stay_vectors(name, fn, ref):
     test for any lane in it."""
     a = data((4096,), dtypes.float32)
     a[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -1.0, 2.0]
-    items, _ = create_schedule([fn(cl(a).realize()).uop], ["CL"])
+    items, _ = create_schedule([fn(cl(a).realize()).uop], ["CL"], device_facts)
     src = get_program(items[-1].ast, Device["CL"].renderer).src
     top_level = [line for line in src.splitlines() if line.startswith("  const ")]
     assert re.search(r"vload(4|8|16)\(", src), src
@@ -324,7 +325,7 @@ def test_pocl_kernels_on_x86_say_clwb_so_builtins_inline():
     assert ops_cl.pocl_kernel_attributes(Fake("NVIDIA CUDA", gpu), clwb) == ""
     assert ops_cl.pocl_kernel_attributes(Fake(pocl, cpu), plain) == ""
     attrs = Device["CL"].renderer.kernel_attributes
-    items, _ = create_schedule([(cl(data((64,), dtypes.float32)).realize() + 1).uop], ["CL"])
+    items, _ = create_schedule([(cl(data((64,), dtypes.float32)).realize() + 1).uop], ["CL"], device_facts)
     src = get_program(items[-1].ast, Device["CL"].renderer).src
     assert f"{attrs} __kernel void " in src if attrs else "\n__kernel void " in src
 
@@ -337,11 +338,11 @@ def test_a_cpu_driver_gets_the_cpus_layouts():
     if not Device["CL"].renderer.runs_on_cpu:
         pytest.skip("this CL device is not a CPU")
     a, b = data((256, 256), dtypes.float32), data((256, 256), dtypes.float32)
-    items, _ = create_schedule([(cl(a) @ cl(b)).uop], ["CL"])
+    items, _ = create_schedule([(cl(a) @ cl(b)).uop], ["CL"], device_facts)
     assert len(items) == 2, [item.ast.arg if item.ast is not None else "copy" for item in items]
     close(cl(a) @ cl(b), a @ b, rtol=1e-4, atol=1e-4)
     x, w = data((4, 16, 32, 32), dtypes.float32), data((16, 16, 3, 3), dtypes.float32)
-    items, _ = create_schedule([cl(x).conv2d(cl(w), padding=1).uop], ["CL"])
+    items, _ = create_schedule([cl(x).conv2d(cl(w), padding=1).uop], ["CL"], device_facts)
     assert len(items) == 3, [item.ast.arg if item.ast is not None else "copy" for item in items]
     want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
     close(cl(x).conv2d(cl(w), padding=1), want, rtol=1e-4, atol=1e-4)
@@ -371,11 +372,11 @@ def test_softmax_matmul_and_conv2d():
 
 def test_beam_search_on_cl(tmp_path, monkeypatch):
     monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
-    from zeptograd.codegen.search import beam_search
+    from zeptograd.engine.search import beam_search
 
     a = data((4, 96), dtypes.float32)  # few candidates fit: each costs PoCL a compile
     t = cl(a).realize()
-    items, _ = create_schedule([t.sum(axis=1).uop], ["CL"])
+    items, _ = create_schedule([t.sum(axis=1).uop], ["CL"], device_facts)
     plan = beam_search(items[-1].ast, Device["CL"].renderer, 1)
     got, _ = run_with_opts(t.sum(axis=1), plan)
     np.testing.assert_allclose(got, a.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
@@ -579,7 +580,7 @@ def test_half_sum_and_max_without_fp16(no_fp16):
     same_bits(on_cl_and_cpu(lambda x: x.sum(), a), a.astype(np.float32).sum(keepdims=False).astype(H))
     same_bits(on_cl_and_cpu(lambda x: x.max(axis=0), a), a.max(axis=0))
     long = exact_halves((4, 8192), 1024, 41)  # a long row: the heuristic groups it across work-items
-    items, _ = create_schedule([cl(long).realize().sum(axis=1).uop], ["CL"])
+    items, _ = create_schedule([cl(long).realize().sum(axis=1).uop], ["CL"], device_facts)
     (plan,) = [get_program(item.ast, no_fp16.renderer).opts for item in items if item.ast is not None]
     assert any(o.op in (OptOps.GROUP, OptOps.GROUPTOP) for o in plan), plan
     same_bits(on_cl_and_cpu(lambda x: x.sum(axis=1), long), long.astype(np.float32).sum(axis=1).astype(H))
@@ -606,6 +607,6 @@ def test_half_kernel_without_fp16_reads_and_writes_bits(no_fp16):
     x = np.linspace(-3, 3, 12).astype(H)
     same_bits(on_cl_and_cpu(lambda t: t.pad(((2, 1),), value=-1.5), x), np.pad(x, (2, 1), constant_values=-1.5))
     same_bits(on_cl_and_cpu(lambda t: t.bitcast(dtypes.uint8), x), x.view(np.uint8))
-    items, _ = create_schedule([(cl(np.ones(4, H)).realize() * 3).uop], ["CL"])
+    items, _ = create_schedule([(cl(np.ones(4, H)).realize() * 3).uop], ["CL"], device_facts)
     src = get_program(items[-1].ast, no_fp16.renderer).src
     assert "__global ushort* restrict data0" in src and "half" not in src and "cl_khr_fp16" not in src

@@ -17,8 +17,9 @@ from zeptograd.dtype import dtypes
 from zeptograd.engine.realize import run_schedule
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.runtime.ops_cpu import CCompiler
-from zeptograd.schedule.kernelize import ScheduleItem, new_buffer
+from zeptograd.schedule.kernelize import ScheduleItem
 from zeptograd.uop import Ops, UOp
+from zeptograd.uop.buffers import new_buffer
 from zeptograd.uop.spec import SpecError
 
 DEVICES = ["CPU", "PYTHON"]

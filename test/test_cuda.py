@@ -29,6 +29,7 @@ import pytest
 from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
 from zeptograd.dtype import DType
+from zeptograd.engine.facts import device_facts
 from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.runtime import ops_cuda
 from zeptograd.runtime.device import DeviceUnavailable
@@ -45,7 +46,7 @@ ARCHS = ("sm_80", "sm_90")
 
 def kernels(*outs: Tensor) -> list[str]:
     """The CUDA C of every kernel that computes `outs` (scheduled on the CPU: a kernel AST names no device)."""
-    items, _ = create_schedule([o.uop for o in outs], ["CPU"])
+    items, _ = create_schedule([o.uop for o in outs], ["CPU"], device_facts)
     return [get_program(it.ast, CUDARenderer()).src for it in items if it.ast is not None]
 
 
@@ -186,7 +187,7 @@ def test_launch_dimension_over_cuda_limit_moves_to_x(tmp_path: Path) -> None:
     from zeptograd.runtime.ops_cuda import launch_dims
 
     x = Tensor.empty(3, 100_000).T.contiguous()  # unoptimized: 3 blocks on dimension 0, 100000 on dimension 1
-    items, _ = create_schedule([x.uop], ["CPU"])
+    items, _ = create_schedule([x.uop], ["CPU"], device_facts)
     ast = items[-1].ast
     assert ast is not None
     with Context(NOOPT=1):
@@ -502,7 +503,7 @@ def test_threads_of_narrow_elementwise_kernels_take_four_bytes(emulated: Any, dt
 
 def test_a_tensor_core_kernels_k_loop_is_unrolled_by_nvcc() -> None:
     a, b = Tensor.empty(256, 256, dtype=dtypes.float16), Tensor.empty(256, 256, dtype=dtypes.float16)
-    items, _ = create_schedule([(a @ b).cast(dtypes.float32).uop], ["CPU"])
+    items, _ = create_schedule([(a @ b).cast(dtypes.float32).uop], ["CPU"], device_facts)
     programs = [get_program(it.ast, CUDARenderer()) for it in items if it.ast is not None]
     (tc,) = [p for p in programs if "mma.sync" in p.src]
     assert re.search(r"#pragma unroll 4\n\s*for \(int ridx", tc.src), tc.src

@@ -12,7 +12,7 @@ import numpy as np
 
 from zeptograd import Tensor, TinyJit
 from zeptograd.engine.realize import lazy_tensors, live_tensors
-from zeptograd.schedule.kernelize import buffer_of
+from zeptograd.uop.buffers import buffer_of
 from zeptograd.uop.ops import Ops
 
 

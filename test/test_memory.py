@@ -15,7 +15,8 @@ from zeptograd.dtype import dtypes
 from zeptograd.engine.memory import assign_offsets, lifetimes, plan_memory
 from zeptograd.engine.realize import _intermediates, run_schedule
 from zeptograd.runtime.buffer import Buffer, _Pool, buffer_for
-from zeptograd.schedule.kernelize import buffer_of, create_schedule
+from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.uop.buffers import buffer_of
 
 MiB = 1 << 20
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from zeptograd import Context, GlobalCounters, Tensor, dtypes
+from zeptograd.engine.facts import device_facts, layout_facts
 from zeptograd.runtime.device import padded_reads_in_place
-from zeptograd.schedule.layout import channels_last_weight, layout_facts
+from zeptograd.schedule.layout import channels_last_weight
 from zeptograd.uop.ops import Ops
 
 torch = pytest.importorskip("torch")
@@ -103,7 +104,7 @@ def test_conv_input_gradient_is_a_transposed_convolution(stride, padding, groups
     dx, dw = (y * Tensor(gs)).sum().gradient(x, w)
     h = _randn(xs.shape, 43)
     (d2,) = (dx * Tensor(h)).sum().gradient(w)  # built before dx is realized
-    items, _ = create_schedule([dx.uop], ["CPU"])
+    items, _ = create_schedule([dx.uop], ["CPU"], device_facts)
     assert max(b.arg[2] for item in items for b in item.bufs) <= 2 * xs.size, [item.ast.arg for item in items]
     tx, tw = torch.tensor(xs, requires_grad=True), torch.tensor(ws, requires_grad=True)
     ty = F.conv2d(tx, tw, stride=stride, padding=padding, groups=groups)
@@ -249,7 +250,7 @@ def test_channels_last_weight_rows_padded_to_an_odd_number_of_cache_lines(cout, 
     x = Tensor(_randn((2, 16, 48, 48), 25).astype(dtype), device="CPU")
     w = Tensor(_randn((cout, 16, 3, 3), 26).astype(dtype), device="CPU")
     out = x.conv2d(w, padding=1)
-    items, _ = create_schedule([out.uop], ["CPU"])
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
     sizes = sorted(b.arg[2] for item in items[:-1] for b in item.bufs[:1])
     assert 3 * 3 * 16 * stored in sizes, sizes
     want = F.conv2d(torch.tensor(x.numpy()), torch.tensor(w.numpy()), padding=1).numpy()

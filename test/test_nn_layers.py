@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from zeptograd import Tensor, dtypes, nn
-from zeptograd.schedule.kernelize import buffer_of
+from zeptograd.uop.buffers import buffer_of
 
 torch = pytest.importorskip("torch")
 

@@ -25,6 +25,7 @@ from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import KernelInfo, Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
 from zeptograd.dtype import dtypes
+from zeptograd.engine.facts import device_facts
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.uop.ops import Ops, UOp
@@ -36,7 +37,7 @@ def _cpu_float_lanes() -> int:
 
 
 def _kernel(t: Tensor, device: str = "CPU"):
-    items, _ = create_schedule([t.uop], [device])
+    items, _ = create_schedule([t.uop], [device], device_facts)
     assert len(items) == 1, "the test expressions are one kernel each"
     return items[0]
 
@@ -50,7 +51,7 @@ def run_plan(t: Tensor, opts: list[Opt], device: str = "CPU") -> np.ndarray:
 def run_last_plan(t: Tensor, opts: list[Opt], device: str = "CPU", planned: int = -1) -> np.ndarray:
     """The value of `t`, its last kernel (or kernel number `planned`) run with plan `opts` (the other kernels,
     copies, with their own)."""
-    items, _ = create_schedule([t.uop], [device])
+    items, _ = create_schedule([t.uop], [device], device_facts)
     planned %= len(items)
     for i, item in enumerate(items):
         program = get_program(item.ast, Device[device].renderer, opts if i == planned else None)
@@ -276,7 +277,8 @@ def test_vector_ops_are_exact(device):
 
 
 def test_beam_search_finds_a_plan_and_caches_it(monkeypatch, tmp_path):
-    from zeptograd.codegen import search
+    from zeptograd.engine import realize as engine
+    from zeptograd.engine import search
 
     monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
     a, b = _inputs((8, 8), (8, 16), seed=5)
@@ -300,7 +302,9 @@ def test_beam_search_finds_a_plan_and_caches_it(monkeypatch, tmp_path):
         assert list(tmp_path.glob("beam/cpu_*.json"))
         timed.clear()
         assert search.beam_search(item.ast, Device["CPU"].renderer, 2) == plan and not timed  # from the disk cache
-        out = (Tensor(a) @ Tensor(b)).numpy()  # BEAM=2 through realize
+        monkeypatch.setattr(engine, "kernel_log", [])
+        out = (Tensor(a) @ Tensor(b)).numpy()  # BEAM=2 through realize: the engine compiles with the cached plan
+        assert not timed and [program.opts for program, _ in engine.kernel_log] == [tuple(plan)]
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
@@ -369,7 +373,7 @@ def test_convolution_tile_follows_where_its_weight_panel_fits(l1, l2, tile, monk
     monkeypatch.setattr(heuristic, "L2_BYTES", l2)
     monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
-    items, _ = create_schedule([t.uop], ["CPU"])
+    items, _ = create_schedule([t.uop], ["CPU"], device_facts)
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == tile, opts
     for device in ("CPU", "PYTHON"):
@@ -401,7 +405,7 @@ def test_a_convolution_reads_its_input_where_it_lies(pad, stride, monkeypatch):
     monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
     x, w = _inputs((2, 16, 4, 30 + 2 * (1 - pad)), (64, 16, 3, 3), seed=41)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride)
-    items, _ = create_schedule([t.uop], ["CPU"])
+    items, _ = create_schedule([t.uop], ["CPU"], device_facts)
     assert len(items) == 2, [item.ast.arg for item in items]  # the weight's copy, then the convolution
     ast = items[-1].ast
     opts = hand_coded_opts(ast, Device["CPU"].renderer, 16)
@@ -432,7 +436,7 @@ def test_a_convolution_tile_fits_sixteen_vector_registers(monkeypatch):
     monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
     x, w = _inputs((2, 16, 4, 32), (64, 16, 3, 3), seed=44)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
-    ast = create_schedule([t.uop], ["CPU"])[0][-1].ast
+    ast = create_schedule([t.uop], ["CPU"], device_facts)[0][-1].ast
     opts = hand_coded_opts(ast, Device["CPU"].renderer, 8)
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [4, 16], opts
     wide = hand_coded_opts(ast, Device["CPU"].renderer, 16)
@@ -456,7 +460,7 @@ def test_a_narrow_convolution_fills_its_tile_from_rows_or_images(shape, upcasts,
     monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
     x, w = _inputs(shape, (32, 16, 3, 3), seed=45)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
-    ast = create_schedule([t.uop], ["CPU"])[0][-1].ast
+    ast = create_schedule([t.uop], ["CPU"], device_facts)[0][-1].ast
     opts = hand_coded_opts(ast, Device["CPU"].renderer, 8)
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == upcasts, opts
     np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-4, atol=1e-4)
@@ -477,7 +481,7 @@ def test_a_winograd_matmul_fills_its_tile_from_rows_or_images(shape, upcasts):
     x, w = _inputs(shape, (32, shape[1], 3, 3), seed=47)
     with Context(WINO=1):
         t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
-        items = create_schedule([t.uop], ["CPU"])[0]
+        items = create_schedule([t.uop], ["CPU"], device_facts)[0]
     # the matmul: (6, 6, images, rows of tiles, tiles, 1, filters), summed over the input channels
     matmul = next(i for i, it in enumerate(items) if it.ast.arg.endswith(f"_1_{w.shape[0]}"))
     opts = hand_coded_opts(items[matmul].ast, Device["CPU"].renderer, 8)
@@ -541,7 +545,7 @@ def test_convolution_of_one_channel_vector_takes_rows_the_weight_ignores(shape, 
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
     want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
-    items, _ = create_schedule([t.uop], ["CPU"])
+    items, _ = create_schedule([t.uop], ["CPU"], device_facts)
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
     rows = [(o.axis, o.amount) for o in opts if o.op is OptOps.UPCAST and o.amount in (2, 4)]
     assert rows == ([] if axis is None else [(axis, by)]), opts
@@ -619,7 +623,7 @@ def test_an_avx2_convolution_tile_is_six_outputs_by_two_vectors(shape, padto, up
     convolution, the extra rows never stored."""
     x, w = _inputs(shape, (16, shape[1], 3, 3), seed=50)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
-    items = create_schedule([t.uop], ["CPU"])[0]
+    items = create_schedule([t.uop], ["CPU"], device_facts)[0]
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 8)
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == upcasts, opts
     assert any(o.op is OptOps.PADTO and o.amount == 3 for o in opts) == padto, opts
@@ -634,7 +638,7 @@ def test_a_tile_stores_neighbouring_outputs_in_pairs_under_their_gate():
     convolution, the extra row never stored."""
     x, w = _inputs((8, 64, 17, 10), (16, 64, 3, 3), seed=51)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
-    items = create_schedule([t.uop], ["CPU"])[0]
+    items = create_schedule([t.uop], ["CPU"], device_facts)[0]
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 8)
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [2, 3, 16], opts
     src = get_program(items[-1].ast, Device["CPU"].renderer, opts).src
@@ -663,6 +667,7 @@ from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import Opt, OptOps
 from zeptograd.dtype import dtypes
+from zeptograd.engine.facts import device_facts
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.uop.ops import Ops
 assert Device["CPU"].renderer.max_lanes(Ops.ADD, dtypes.float32) == 8
@@ -671,13 +676,13 @@ a, b = rng.standard_normal((2, 128, 128)).astype(np.float32)
 got = (Tensor(a) @ Tensor(b)).numpy()
 np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 ta, tb = Tensor(a).realize(), Tensor(b).realize()
-item = create_schedule([(ta @ tb).uop], ["CPU"])[0][-1]
+item = create_schedule([(ta @ tb).uop], ["CPU"], device_facts)[0][-1]
 opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
 assert opts[:3] == [Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.UPCAST, 1, 16)], opts
 # a tile of one vector of n (8 wide) takes the most rows that divide m within 8: 4 for m = 20
 c, d = rng.standard_normal((20, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
 tc, td = Tensor(c).realize(), Tensor(d).realize()
-item = create_schedule([(tc.reshape(20, 8, 1) * td.reshape(1, 8, 8)).sum(1).uop], ["CPU"])[0][-1]
+item = create_schedule([(tc.reshape(20, 8, 1) * td.reshape(1, 8, 8)).sum(1).uop], ["CPU"], device_facts)[0][-1]
 opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
 assert [o.amount for o in opts if o.op is OptOps.UPCAST] == [4, 8], opts
 x = a.copy(); x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
@@ -1119,7 +1124,7 @@ def test_an_avx2_matmul_tile_is_six_rows_by_two_vectors(m, padded):
     numpy's."""
     a, b = _inputs((m, 48), (48, 32), seed=51)
     t = Tensor(a).realize() @ Tensor(b).realize()
-    items = create_schedule([t.uop], ["CPU"])[0]
+    items = create_schedule([t.uop], ["CPU"], device_facts)[0]
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 8)
     rows = 6 if m % 6 == 0 or padded else 4
     assert Opt(OptOps.UPCAST, 0, rows) in opts and (Opt(OptOps.PADTO, 0, 6) in opts) == padded, opts
@@ -1135,7 +1140,7 @@ def test_a_convolution_weight_gradient_reads_a_channels_last_copy_and_takes_a_re
     x, w, g = _inputs((2, 32, 40, 40), (32, 32, 3, 3), (2, 32, 40, 40), seed=53)
     tx, tw = Tensor(x).realize().requires_grad_(), Tensor(w).realize().requires_grad_()
     (tx.conv2d(tw, padding=1) * Tensor(g).realize()).sum().backward()
-    items = create_schedule([tw.grad.uop], ["CPU"])[0]
+    items = create_schedule([tw.grad.uop], ["CPU"], device_facts)[0]
     copies = [it for it in items if it.ast is not None and not reduce_axes(it.ast) and len(it.bufs) == 2]
     planned = next(it for it in items if it.ast is not None and len(reduce_axes(it.ast)) >= 2)
     opts = hand_coded_opts(planned.ast, Device["CPU"].renderer)
@@ -1156,7 +1161,7 @@ def test_convolution_gradients_of_a_broadcast_upstream_gradient_take_register_ti
     x, w = _inputs((2, 32, 40, 40), (32, 32, 3, 3), seed=54)
     tx, tw = Tensor(x).realize().requires_grad_(), Tensor(w).realize().requires_grad_()
     tx.conv2d(tw, padding=1).sum().backward()
-    items = create_schedule([tx.grad.uop, tw.grad.uop], ["CPU", "CPU"])[0]
+    items = create_schedule([tx.grad.uop, tw.grad.uop], ["CPU", "CPU"], device_facts)[0]
     sums = [it for it in items if it.ast is not None and reduce_axes(it.ast)]
     plans = [hand_coded_opts(it.ast, Device["CPU"].renderer) for it in sums]
     assert len(sums) == 2 and all(len([o for o in p if o.op is OptOps.UPCAST]) >= 2 for p in plans), plans
@@ -1174,7 +1179,7 @@ def test_a_convolution_weight_gradient_takes_avx2_six_row_tile():
     x, w, g = _inputs((8, 16, 24, 24), (40, 16, 3, 3), (8, 40, 24, 24), seed=52)
     tx, tw = Tensor(x).realize().requires_grad_(), Tensor(w).realize().requires_grad_()
     (tx.conv2d(tw, padding=1) * Tensor(g).realize()).sum().backward()
-    items = create_schedule([tw.grad.uop], ["CPU"])[0]
+    items = create_schedule([tw.grad.uop], ["CPU"], device_facts)[0]
     planned = next(i for i, it in enumerate(items) if len(reduce_axes(it.ast)) >= 2)
     opts = hand_coded_opts(items[planned].ast, Device["CPU"].renderer, 8)
     sixes = [(o.op, o.axis) for o in opts if o.amount == 6]
@@ -1201,7 +1206,7 @@ def test_matmul_too_narrow_for_three_vectors_keeps_its_tile():
 def test_a_matmul_with_b_in_panels_keeps_the_tile_of_two_vectors():
     """Tensor.matmul stores a large B in panels of two vectors' width: a wider tile would straddle two panels."""
     a, b = (Tensor(v).realize() for v in _inputs((256, 256), (256, 256), seed=24))
-    items, _ = create_schedule([(a @ b).uop], ["CPU"])
+    items, _ = create_schedule([(a @ b).uop], ["CPU"], device_facts)
     opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer)
     lanes = _cpu_float_lanes()
     padded = [o.axis for o in opts if o.op is OptOps.PADTO]  # AVX2 pads m (256 -> 258) for its 6 rows, never n
@@ -1246,7 +1251,7 @@ def test_a_long_scans_last_kernel_loads_each_block_total_once_a_vector():
     0.2 ms). The values are numpy's in float64."""
     (a,) = _inputs((1 << 16,), seed=61)
     t = Tensor(a).realize().cumsum(0)
-    items, _ = create_schedule([t.uop], ["CPU"])
+    items, _ = create_schedule([t.uop], ["CPU"], device_facts)
     program = get_program(items[-1].ast, Device["CPU"].renderer)
     lanes = _cpu_float_lanes()
     divisions = [u for u in program.uops if u.op in (Ops.IDIV, Ops.MOD)]

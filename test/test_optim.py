@@ -11,7 +11,7 @@ import pytest
 from zeptograd import GlobalCounters, Tensor, dtypes
 from zeptograd.engine import realize as engine
 from zeptograd.nn.optim import LAMB, LARS, SGD, Adam, AdamW, Muon, Optimizer, OptimizerGroup
-from zeptograd.schedule.kernelize import buffer_of
+from zeptograd.uop.buffers import buffer_of
 
 SHAPES = [(3, 4), (4,), (2, 1, 3)]
 RTOL, ATOL = 1e-5, 1e-6

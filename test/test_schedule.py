@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from zeptograd import Tensor, dtypes
+from zeptograd.engine.facts import device_facts
 from zeptograd.helpers import Context, GlobalCounters
-from zeptograd.schedule.kernelize import create_schedule
+from zeptograd.schedule.kernelize import DeviceFacts, create_schedule
 from zeptograd.uop.ops import Ops
 
 DEVICES = ["CPU", "PYTHON"]
@@ -42,7 +43,7 @@ def kernels(*ts: Tensor) -> int:
 
 def kernels_computing(op: Ops, *ts: Tensor) -> int:
     """How many kernels of the schedule that would realize ts compute `op` (the schedule is built, not run)."""
-    items, _ = create_schedule([t.uop for t in ts], [t.device for t in ts])
+    items, _ = create_schedule([t.uop for t in ts], [t.device for t in ts], device_facts)
     return sum(1 for item in items if item.ast is not None and any(u.op is op for u in item.ast.toposort()))
 
 
@@ -598,7 +599,7 @@ def test_a_gather_reads_the_picked_element_without_a_loop_over_the_table(name: s
         out = emb(Tensor(idx))
     else:
         out = ours(Tensor(t).realize(), Tensor(idx).realize())
-    items, _ = create_schedule([out.uop], ["CPU"])
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
     assert not any(u.op is Ops.REDUCE for item in items for u in fold_closed_forms(item.ast).toposort())
     np.testing.assert_array_equal(out.numpy(), theirs(t, idx))
 
@@ -639,7 +640,7 @@ def test_the_gradient_of_a_gather_is_a_scatter_not_a_loop_over_the_table(name: s
 
     assert cols < SPLIT_SUM < 6 * 3000
     grad, want = _table_grads(name, np.random.default_rng(9), cols)
-    items, _ = create_schedule([grad.uop], ["CPU"])
+    items, _ = create_schedule([grad.uop], ["CPU"], device_facts)
     asts = [fold_closed_forms(item.ast) for item in items if item.ast is not None]
     assert not any(u.op is Ops.REDUCE for ast in asts for u in ast.toposort())
     assert sum(scatters(ast) for ast in asts) == 1
@@ -658,7 +659,7 @@ def test_setitem_through_an_index_tensor_is_a_scatter_not_a_loop_over_the_table(
     v = rng.standard_normal(300).astype(np.float32)
     t = Tensor(a.copy()).realize()
     t[Tensor(idx.astype(np.int32))] = Tensor(v)
-    items, _ = create_schedule([t.uop], ["CPU"])
+    items, _ = create_schedule([t.uop], ["CPU"], device_facts)
     asts = [fold_closed_forms(item.ast) for item in items if item.ast is not None]
     assert not any(u.op is Ops.REDUCE for ast in asts for u in ast.toposort())
     assert sum(scatters(ast) for ast in asts) == 1
@@ -675,7 +676,7 @@ def test_a_scatter_runs_its_loops_in_order():
     from zeptograd.runtime.device import Device
 
     grad, _ = _table_grads("t[idx]", np.random.default_rng(10))
-    items, _ = create_schedule([grad.uop], ["CPU"])
+    items, _ = create_schedule([grad.uop], ["CPU"], device_facts)
     (scatter,) = (item.ast for item in items if item.ast is not None and scatters(item.ast))
     with pytest.raises(OptError, match="scatter"):
         apply_opts(scatter, [Opt(OptOps.THREAD, 0, 2)])
@@ -685,11 +686,14 @@ def test_a_scatter_runs_its_loops_in_order():
 
 def test_a_device_that_launches_loops_in_parallel_keeps_the_one_hot_sum(monkeypatch):
     # on a GPU-style device the scatter's loops would be work-items racing on a repeated index: no scatter there
-    from zeptograd.schedule import kernelize
+    from zeptograd.engine import realize
 
-    monkeypatch.setattr(kernelize, "runs_in_order", lambda device: False)
+    def launches_in_parallel(device: str) -> DeviceFacts:
+        return device_facts(device)._replace(runs_in_order=False)
+
+    monkeypatch.setattr(realize, "device_facts", launches_in_parallel)
     grad, want = _table_grads("t[idx]", np.random.default_rng(11))
-    items, _ = create_schedule([grad.uop], ["CPU"])
+    items, _ = create_schedule([grad.uop], ["CPU"], launches_in_parallel)
     assert any(u.op is Ops.REDUCE for item in items if item.ast is not None for u in item.ast.toposort())
     np.testing.assert_allclose(grad.numpy(), want, rtol=1e-6, atol=1e-6)
 
@@ -722,7 +726,7 @@ def test_a_selection_by_a_mask_is_a_scatter_not_a_loop_over_the_selected_and_the
     m = rng.random((100, 200)) < 0.5
     m[0, :3] = [True, False, True]
     out = SELECTIONS[name][0](Tensor(a).realize(), Tensor(m).realize())
-    items, _ = create_schedule([out.uop], ["CPU"])
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
     asts = [fold_closed_forms(i.ast) for i in items if i.ast is not None]
     assert (
         max(math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.RANGE) for ast in asts)
@@ -745,7 +749,7 @@ def test_the_gradient_of_a_long_selection_is_a_pick_not_a_loop_over_the_selected
     x = Tensor(a, requires_grad=True)
     y = x.masked_select(x > 0) if name == "masked_select" else x[x > 0]
     (y * y).sum().backward()
-    items, _ = create_schedule([x.grad.uop], ["CPU"])
+    items, _ = create_schedule([x.grad.uop], ["CPU"], device_facts)
     asts = [fold_closed_forms(i.ast) for i in items if i.ast is not None]
     assert (
         max(math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.RANGE) for ast in asts)
@@ -772,7 +776,7 @@ def test_scatter_reduce_is_a_scatter_not_a_loop_over_positions_and_indices(reduc
         src = (1 + src / 8).astype(np.float32)
     base = rng.standard_normal((m, 2)).astype(np.float32)
     out = Tensor(base).scatter_reduce(0, Tensor(idx.astype(np.int32)), Tensor(src), reduce, include_self=include_self)
-    items, _ = create_schedule([out.uop], ["CPU"])
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
     asts = [fold_closed_forms(i.ast) for i in items if i.ast is not None]
     assert max(math.prod(u.src[0].arg for u in ast.toposort() if u.op is Ops.RANGE) for ast in asts) <= 2 * n * 2
     assert sum(scatters(ast) for ast in asts) >= 1
@@ -803,7 +807,7 @@ def test_nll_loss_over_many_classes_picks_without_a_loop_over_them():
     y[0] = -100  # an ignored target picks nothing
     lp = Tensor(x).log_softmax(1).realize()
     out = lp.nll_loss(Tensor(y.astype(np.int32)), reduction="none")
-    items, _ = create_schedule([out.uop], ["CPU"])
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
     assert not any(u.op is Ops.REDUCE for item in items for u in fold_closed_forms(item.ast).toposort())
     want = torch.nn.functional.nll_loss(torch.tensor(lp.numpy()), torch.tensor(y), reduction="none")
     np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-6, atol=0)
@@ -820,7 +824,7 @@ def test_masked_gradient_of_a_reduction_is_stored_by_that_reduction(monkeypatch)
     pre = tx @ tw1 + tb
     masked = (pre > 0).where(tg2 @ tw2, 0.0)
     out = masked.T @ tx
-    items, _ = create_schedule([out.uop], ["CPU"])
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
     assert not any(u.op is Ops.CMPLT for u in items[-1].ast.toposort())
     want_pre = x.astype(np.float64) @ w1 + b
     close(out, np.where(want_pre > 0, g2.astype(np.float64) @ w2, 0.0).T @ x, rtol=1e-4, atol=1e-4)
@@ -843,7 +847,7 @@ def test_a_normalized_activation_read_by_a_padded_convolution_is_stored_once(act
     h = tx.conv2d(tw1, padding=1)
     normed = (h - tmean.reshape(1, -1, 1, 1)) / (tvar.reshape(1, -1, 1, 1) + 1e-5).sqrt()
     out = getattr(normed, activation)().conv2d(tw2, padding=1)
-    items, _ = create_schedule([out.uop], ["CPU"])
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
     assert not any(u.op is Ops.SQRT for u in items[-1].ast.toposort()), "the last convolution recomputes the norm"
     th = torch.nn.functional.conv2d(
         torch.tensor(x, dtype=torch.float64), torch.tensor(w1, dtype=torch.float64), padding=1
@@ -876,7 +880,7 @@ def test_a_residual_block_output_read_by_strided_convolutions_is_stored_in_train
         loss = (h.conv2d(tw2, stride=2, padding=1) * h.conv2d(twd, stride=2)).sum()
         loss.backward()
         grads = [t.grad for t in (tw1, tw2, twd)]
-        items, _ = create_schedule([g.uop for g in grads], ["CPU"] * 3)
+        items, _ = create_schedule([g.uop for g in grads], ["CPU"] * 3, device_facts)
     for item in items:
         ops = {u.op for u in item.ast.toposort()}
         assert not (Ops.REDUCE in ops and Ops.MAX in ops), "a convolution recomputes the block's output"
@@ -911,7 +915,7 @@ def _step_kernels(model: str, n_layers: int) -> tuple[int, int]:
     Tensor.realize(*params)
     loss = net(tokens).sparse_categorical_crossentropy(targets)
     roots = [loss.uop, *(g.uop for g in loss.gradient(*params))]
-    items, _ = create_schedule(roots, ["CPU"] * len(roots))
+    items, _ = create_schedule(roots, ["CPU"] * len(roots), device_facts)
     asts = [item.ast for item in items if item.ast is not None]
     return len(asts), max(len(ast.toposort()) for ast in asts)
 

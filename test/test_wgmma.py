@@ -26,10 +26,11 @@ from zeptograd.helpers import Context
 from zeptograd.renderer import cuda
 from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.runtime.buffer import buffer_for
+from zeptograd.runtime.device import device_tensor_cores
 from zeptograd.runtime.ops_cuda import compile_cuda, nvrtc_problem
 from zeptograd.runtime.ops_python import PythonProgram
 from zeptograd.schedule.kernelize import create_schedule
-from zeptograd.schedule.layout import device_tensor_cores, fragment_core, fragment_permutation, stored_row_major
+from zeptograd.schedule.layout import fragment_core, fragment_permutation, stored_row_major
 from zeptograd.uop.shape import inverse_permutation
 
 sys.path.insert(0, str(Path(__file__).parent))

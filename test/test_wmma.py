@@ -23,13 +23,15 @@ from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts
 from zeptograd.codegen.tensor_cores import MMA_M16N8K16_F16, WMMA_16_16_16_F16_RDNA3, tensor_cores
+from zeptograd.engine.facts import device_facts
 from zeptograd.renderer.cuda import CUDARenderer
 from zeptograd.renderer.ptx import PTXRenderer
 from zeptograd.runtime.buffer import buffer_for
+from zeptograd.runtime.device import device_tensor_cores
 from zeptograd.runtime.ops_cuda import compile_cuda, nvrtc_problem
 from zeptograd.runtime.ops_python import PythonProgram
 from zeptograd.schedule.kernelize import create_schedule
-from zeptograd.schedule.layout import device_tensor_cores, fragment_core, fragment_permutation
+from zeptograd.schedule.layout import fragment_core, fragment_permutation
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_ptx import PTXAS, assembled, needs_ptxas
@@ -48,7 +50,7 @@ def host(x: np.ndarray) -> Tensor:
 
 
 def item_of(out: Tensor):
-    items, _ = create_schedule([out.uop], ["CPU"])
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
     (item,) = [it for it in items if it.ast is not None][-1:]
     return item
 

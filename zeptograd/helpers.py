@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 
@@ -32,6 +33,12 @@ class JitError(RuntimeError):
 class DTypeError(NotImplementedError, TypeError):
     """An op that is not defined for its operands' dtype (`<<` on floats): a NotImplementedError (a RuntimeError)
     as PyTorch raises, and a TypeError as Python expects."""
+
+
+def cache_dir() -> Path:
+    """The folder of the disk caches (compiled kernels, BEAM plans): `$ZEPTOGRAD_CACHE_DIR`, else
+    `~/.cache/zeptograd`. It may not exist yet: whoever writes there creates it."""
+    return Path(os.environ.get("ZEPTOGRAD_CACHE_DIR") or Path.home() / ".cache" / "zeptograd")
 
 
 def getenv(key: str, default: int = 0) -> int:

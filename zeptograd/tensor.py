@@ -31,7 +31,7 @@ from zeptograd.mixin.indexing import IndexingMixin
 from zeptograd.mixin.movement import MovementMixin
 from zeptograd.mixin.nn import NNMixin
 from zeptograd.mixin.reduce import ReduceMixin
-from zeptograd.schedule.kernelize import buffer_of, new_buffer, view_of
+from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.shape import prod
 

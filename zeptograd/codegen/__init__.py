@@ -9,8 +9,9 @@ passes when SPEC=1):
    on a device without float64, `float64 -> float32`: the float64 math inside float32 ops (demote.py);
    `closed forms`: a sum of an indicator over a range becomes a count (closedform.py).
 1. `opt`: the kernel's plan (a list of `Opt`s: upcast, unroll, threads, loop order, padding, work-groups)
-   applied to its loops; the plan comes from `BEAM` search or the hand-written heuristic, none with `NOOPT=1`
-   (opt.py, heuristic.py). On a GPU-style device the output loops then become work-group indices (gpudims.py).
+   applied to its loops; the plan is the caller's (the engine's `BEAM` search, engine/search.py) or the
+   hand-written heuristic's, none with `NOOPT=1` (opt.py, heuristic.py). On a GPU-style device the output loops
+   then become work-group indices (gpudims.py).
 2. `decompositions`: EXP2, EXP, TANH, LOG2, SIN, COS and TAN become range reduction and polynomials
    (transcendental.py), so they vectorize like any arithmetic (for every target but the PYTHON device, which
    computes them exactly, and HIP, which calls ocml). The reductions of SIN, COS and TAN are those the renderer's
@@ -53,7 +54,7 @@ from zeptograd.codegen.narrowfloat import lower_narrow_floats
 from zeptograd.codegen.opt import Opt, OptError, OptOps, applied_opts, apply_opts, ast_name, max_local
 from zeptograd.codegen.transcendental import decompositions, target_of
 from zeptograd.dtype import PtrDType, dtypes
-from zeptograd.helpers import BEAM, DEBUG, NOOPT, SPEC
+from zeptograd.helpers import DEBUG, NOOPT, SPEC
 from zeptograd.renderer import Renderer
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
@@ -99,17 +100,12 @@ def _check(root: UOp, stage: str) -> None:
 
 
 def optimize(ast: UOp, renderer: Renderer, opts: Sequence[Opt] | None = None) -> UOp:
-    """The kernel AST with its plan for `renderer`'s target applied: `opts` if given, else none with NOOPT, else the
-    BEAM search's or the heuristic's plan."""
+    """The kernel AST with its plan for `renderer`'s target applied: `opts` if given (the engine's BEAM search
+    passes its plan), else none with NOOPT or for a scatter, else the heuristic's plan."""
     if opts is None:
-        if NOOPT or scatters(ast):  # a scatter's loops run in order (closedform.scatter_form)
+        if not plannable(ast):
             return ast
-        if BEAM >= 1:
-            from zeptograd.codegen.search import beam_search
-
-            opts = beam_search(ast, renderer, BEAM.value)
-        else:
-            opts = hand_coded_opts(ast, renderer)
+        opts = hand_coded_opts(ast, renderer)
     if not renderer.has_shared:
         for o in opts:
             if o.op in (OptOps.GROUP, OptOps.GROUPTOP):
@@ -117,20 +113,34 @@ def optimize(ast: UOp, renderer: Renderer, opts: Sequence[Opt] | None = None) ->
     return apply_opts(ast, list(opts), max_local(renderer), renderer.tensor_cores)
 
 
+def plannable(ast: UOp) -> bool:
+    """Whether a plan may be chosen for a prepared kernel AST (`prepare`): not with NOOPT, and not for a scatter,
+    whose loops run in order (closedform.scatter_form)."""
+    return not NOOPT and not scatters(ast)
+
+
+def prepare(ast: UOp, renderer: Renderer) -> UOp:
+    """A kernel AST as its plan is applied to it: narrow floats lowered, float64 demoted where the device lacks
+    it, closed forms folded (pass 0). Preparing a prepared AST changes nothing."""
+    ast = fold_closed_forms(lower_narrow_floats(ast, renderer.emulated_floats))
+    if dtypes.float64 not in renderer.supported_dtypes():
+        ast = demote_float64(ast)  # float64 math inside float32 ops, in float32 (demote.py)
+    return ast
+
+
 def full_rewrite(ast: UOp, renderer: Renderer | None = None, opts: Sequence[Opt] | None = None) -> list[UOp]:
     """The linear program of a kernel AST for `renderer`'s target, optimized for it unless NOOPT, or with `opts`.
     None is no device: the base `Renderer`'s capabilities (scalar code, no work-groups), and no plan but `opts`.
 
+    >>> from zeptograd.engine.facts import device_facts
     >>> from zeptograd.schedule.kernelize import create_schedule
-    >>> (item,), _ = create_schedule([(Tensor.ones(4, 8).contiguous().realize() * 2).uop], ["CPU"])
+    >>> (item,), _ = create_schedule([(Tensor.ones(4, 8).contiguous().realize() * 2).uop], ["CPU"], device_facts)
     >>> any(u.dtype.count > 1 for u in full_rewrite(item.ast))
     False
     """
     target = Renderer() if renderer is None else renderer
     _check(ast, "kernel AST")
-    ast = fold_closed_forms(lower_narrow_floats(ast, target.emulated_floats))
-    if dtypes.float64 not in target.supported_dtypes():
-        ast = demote_float64(ast)  # float64 math inside float32 ops, in float32 (demote.py)
+    ast = prepare(ast, target)
     sink = optimize(ast, target, opts) if renderer is not None or opts is not None else ast
     if target.has_local:
         sink = gpu_dims(sink, merge=not target.runs_on_cpu)

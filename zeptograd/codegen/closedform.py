@@ -14,8 +14,9 @@ False
 
 from __future__ import annotations
 
-from zeptograd.codegen.lowering import accumulate, identity_element
+from zeptograd.codegen.lowering import accumulate
 from zeptograd.dtype import DType, dtypes
+from zeptograd.uop.alu import identity_element
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
 from zeptograd.uop.rewrite import graph_rewrite

@@ -16,6 +16,7 @@ import functools
 from dataclasses import dataclass, field
 
 from zeptograd.dtype import AddrSpace, DType, dtypes
+from zeptograd.uop.alu import identity_element
 from zeptograd.uop.ops import Ops, UOp, is_zero
 from zeptograd.uop.pattern import PatternMatcher, UPat
 
@@ -42,12 +43,6 @@ def live_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
 class AccumulatorContext:
     count: int = 0
     blocks: dict[UOp, frozenset[UOp]] = field(default_factory=dict)
-
-
-def identity_element(op: Ops, dtype: DType) -> UOp:
-    """The value a reduction starts from: 0 for ADD, 1 for MUL, the dtype's minimum for MAX."""
-    value = {Ops.ADD: 0, Ops.MUL: 1}.get(op)
-    return UOp.const(dtype, dtypes.min(dtype.scalar()) if value is None else value)
 
 
 def accumulate(op: Ops, acc: UOp, value: UOp) -> UOp:

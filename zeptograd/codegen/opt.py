@@ -51,9 +51,9 @@ import math
 from typing import TYPE_CHECKING
 
 from zeptograd.codegen.closedform import scatters
-from zeptograd.codegen.lowering import identity_element
 from zeptograd.codegen.tensor_cores import TensorCore
 from zeptograd.dtype import AddrSpace, PtrDType, dtypes
+from zeptograd.uop.alu import identity_element
 from zeptograd.uop.kernel_info import KernelInfo, Opt, OptOps
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite

@@ -44,8 +44,8 @@ from zeptograd.mixin import creation
 from zeptograd.runtime import buffer as buffer_module
 from zeptograd.runtime.buffer import Buffer, buffer_for
 from zeptograd.runtime.cpu_threads import LaunchList
-from zeptograd.schedule.kernelize import buffer_of, new_buffer, view_of
 from zeptograd.tensor import Tensor
+from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
 from zeptograd.uop.ops import Ops, UOp
 
 __all__ = ["JitError", "TinyJit"]

@@ -1,5 +1,5 @@
-"""Realize: schedule a set of tensors, compile each kernel (once), run the kernels, and make every live
-tensor that depended on a computed value read its buffer instead.
+"""Realize: schedule a set of tensors, compile each kernel (once, with BEAM search's plan where BEAM=n asks for one),
+run the kernels, and make every live tensor that depended on a computed value read its buffer instead.
 
 Assignment ordering. `t.assign(x)` builds `STORE(BUFFER b, x)`; a tensor that read `b` before the
 assignment must keep seeing the old contents. When a STORE to `b` is realized while such a read is still
@@ -24,11 +24,14 @@ from typing import Any, Protocol
 from zeptograd.codegen import ProgramSpec, get_program
 from zeptograd.dtype import dtypes
 from zeptograd.engine.constants import CONST_BUFFERS_KEPT, LIFTING_DEVICES, constant_buffer, lift_constants
+from zeptograd.engine.facts import device_facts
 from zeptograd.engine.memory import can_share, plan_memory
+from zeptograd.engine.search import beam_opts
 from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
 from zeptograd.runtime.buffer import Buffer, buffer_for
 from zeptograd.runtime.device import Device
-from zeptograd.schedule.kernelize import ScheduleItem, buffer_of, create_schedule, new_buffer, view_of
+from zeptograd.schedule.kernelize import ScheduleItem, create_schedule
+from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.render import render_listing
 from zeptograd.uop.spec import tensor_spec, verify
@@ -110,7 +113,7 @@ _baked: dict[tuple[str, UOp, int, int, int], UOp] = {}
 
 def _compile(device: str, ast: UOp) -> tuple[ProgramSpec, Any]:
     dev = Device[device]
-    program = get_program(ast, dev.renderer)
+    program = get_program(ast, dev.renderer, beam_opts(ast, dev.renderer))
     if DEBUG >= 4:
         print(program.src)
     if DEBUG >= 5:
@@ -172,7 +175,7 @@ def compile_schedule(items: Iterable[ScheduleItem]) -> None:
     for device in dict.fromkeys(d for d, _ in todo.values()):
         dev = Device[device]
         keys = [k for k, (d, _) in todo.items() if d == device]
-        programs = [get_program(todo[k][1], dev.renderer) for k in keys]
+        programs = [get_program(todo[k][1], dev.renderer, beam_opts(todo[k][1], dev.renderer)) for k in keys]
         runners = dev.runners(programs) if hasattr(dev, "runners") else [dev.runner(p) for p in programs]
         for key, program, run in zip(keys, programs, runners):
             if DEBUG >= 4:
@@ -437,7 +440,7 @@ def schedule(
             verify(UOp(Ops.SINK, dtypes.void, tuple(roots)), tensor_spec, "tensor graph")
         return _replay(recipe, nodes, leaves)
     schedule_cache_stats["misses"] += 1
-    items, views = create_schedule(roots, devices)
+    items, views = create_schedule(roots, devices, device_facts)
     compile_schedule(items)
     if len(_schedules) >= SCHEDULE_CACHE_SIZE:
         _schedules.clear()

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from zeptograd.helpers import THREADS
+from zeptograd.helpers import THREADS, cache_dir
 
 MAX_ARGS = 16  # kernel pointer arguments the C pool can pass (more: the Python pool runs the kernel)
 SPIN_NS = 500_000  # how long an idle worker spins for the next kernel before it sleeps
@@ -221,7 +221,7 @@ class _Pool:
 
 
 def _build() -> Any:
-    from zeptograd.runtime.ops_cpu import build_library, cache_dir  # ops_cpu runs its kernels with this module
+    from zeptograd.runtime.ops_cpu import build_library  # ops_cpu runs its kernels with this module
 
     cc = os.environ.get("CC", "cc")
     flags = ("-O2", "-shared", "-fPIC", "-pthread")

@@ -13,6 +13,7 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING, Any
 
+from zeptograd.codegen.tensor_cores import TensorCore, tensor_cores
 from zeptograd.dtype import dtypes
 from zeptograd.uop.ops import Ops
 
@@ -86,6 +87,18 @@ def padded_reads_in_place(device: str) -> bool:
         return False
     renderer: Renderer = Device[device].renderer
     return renderer.max_lanes(Ops.MULACC, dtypes.float32) * 4 >= 64
+
+
+def device_tensor_cores(device: str) -> tuple[TensorCore, ...]:
+    """The tensor cores of `device`'s kernels: an open device's renderer's (an H100's knows its warpgroup MMA), else
+    the device kind's.
+
+    >>> device_tensor_cores("CPU")
+    ()
+    """
+    base = device.split(":")[0]
+    opened = Device._opened.get(base)
+    return tuple((opened.renderer.tensor_cores if opened is not None else ()) or tensor_cores(base))
 
 
 def _problem(base: str) -> str | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from zeptograd.codegen import ProgramSpec
+from zeptograd.helpers import cache_dir
 from zeptograd.renderer.cstyle import CRenderer
 from zeptograd.renderer.host import HostCPU
 from zeptograd.runtime import cpu_threads
@@ -41,10 +42,6 @@ KERNELS_PER_RUN = 4
 
 class CompileError(RuntimeError):
     """The C compiler rejected a generated kernel (a compiler bug: the message has the source)."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("ZEPTOGRAD_CACHE_DIR") or Path.home() / ".cache" / "zeptograd")
 
 
 class CCompiler:

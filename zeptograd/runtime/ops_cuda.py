@@ -43,12 +43,11 @@ from typing import Any
 import numpy as np
 
 from zeptograd.codegen import ProgramSpec
-from zeptograd.helpers import DEBUG
+from zeptograd.helpers import DEBUG, cache_dir
 from zeptograd.renderer.cuda import CUDARenderer, launch_order
 from zeptograd.renderer.ptx import PTXRenderer
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS, DeviceUnavailable
-from zeptograd.runtime.ops_cpu import cache_dir
 from zeptograd.uop.ops import Ops
 
 

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeptograd.codegen import ProgramSpec
-from zeptograd.helpers import DEBUG
+from zeptograd.helpers import DEBUG, cache_dir
 from zeptograd.renderer.triton import TritonRenderer, block_size, signature
 from zeptograd.runtime.buffer import Buffer
 from zeptograd.runtime.device import INSTALL_HINTS
-from zeptograd.runtime.ops_cpu import cache_dir
 from zeptograd.runtime.ops_cuda import CUDAAllocator, CUDADevice, CUDAError, TieredKernel, _Driver, driver_problem
 from zeptograd.uop.ops import Ops
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from zeptograd.codegen.lowering import identity_element
 from zeptograd.dtype import dtypes
+from zeptograd.uop.alu import identity_element
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
 from zeptograd.uop.shape import strides_for

@@ -21,47 +21,38 @@ through memory. Each realized node becomes one kernel: its value, read at the ou
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from typing import NamedTuple
 
 from zeptograd.codegen.closedform import scatter_form
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import SPEC, STORE_COST
-from zeptograd.runtime.device import runs_in_order
 from zeptograd.schedule.indexing import IndexingContext, at, indexing
-from zeptograd.schedule.layout import LayoutFacts, layout_facts, layouts
+from zeptograd.schedule.layout import LayoutFacts, layouts
+from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.rewrite import graph_rewrite
 from zeptograd.uop.shape import prod, strides_for
 from zeptograd.uop.spec import tensor_spec, verify
 from zeptograd.uop.symbolic import symbolic
 
-_buffer_ids = itertools.count()
+# a module constant for the hot paths: on Python 3.11 `Ops.X` goes through EnumType.__getattr__ (0.3 us a lookup)
+_RESHAPE = Ops.RESHAPE
 
 
-def new_buffer(device: str, size: int, dtype) -> UOp:
-    """A fresh BUFFER node: `arg` is (unique id, device, number of elements)."""
-    return UOp(_BUFFER, dtype, (), (next(_buffer_ids), device, size))
+class DeviceFacts(NamedTuple):
+    """What the scheduler needs to know of a device. The engine reads them from the device's renderer
+    (engine/facts.py) and hands them to `create_schedule`: the scheduler itself knows no device."""
+
+    layout: LayoutFacts  # which layouts its contractions read (layout.py)
+    runs_in_order: bool  # it runs a kernel's loops one iteration after another (no launch grid), as a scatter's must
 
 
-# module constants for the hot paths: on Python 3.11 `Ops.X` goes through EnumType.__getattr__ (0.3 us a lookup)
-_RESHAPE, _BUFFER = Ops.RESHAPE, Ops.BUFFER
-
-
-def buffer_of(u: UOp) -> UOp | None:
-    """The BUFFER that `u` is a plain view of (the buffer itself, or reshapes of it), else None."""
-    while u.op is _RESHAPE:
-        u = u.src[0]
-    return u if u.op is _BUFFER else None
-
-
-def view_of(buf: UOp, shape: tuple[int, ...]) -> UOp:
-    """`buf` seen in `shape`."""
-    if buf.op is _BUFFER and len(shape) == 1 and shape[0] == buf.arg[2]:
-        return buf  # a buffer's own shape is (size,): no shape computation
-    return buf if buf.shape == shape else UOp(_RESHAPE, buf.dtype, (buf,), shape)
+# the facts of a device the caller says nothing about: no layout copies and no scatters (a schedule that is right,
+# if slower, on every device)
+NO_FACTS = DeviceFacts(LayoutFacts(False, float_lanes=1, reads_padded_in_place=False, tensor_cores=()), False)
 
 
 class ScheduleItem(NamedTuple):
@@ -364,12 +355,12 @@ def _lower(out: UOp, value: UOp) -> tuple[UOp, tuple[UOp, ...]]:
     return ast, tuple(ctx.buffers[g.arg] for g in used)
 
 
-def _scattered(out: UOp, value: UOp, u: UOp, device: str) -> list[ScheduleItem] | None:
+def _scattered(out: UOp, value: UOp, u: UOp, in_order: bool) -> list[ScheduleItem] | None:
     """The kernels that compute `value` into `out` as a scatter (`closedform.scatter_form`: the gradient of a
     gather adds each source row into the one row it picks): its fill (zeros) first, then the scatter. None when it is
-    not one, or when `device` would run the scatter's loops as parallel work-items (two adds to one element would
-    race)."""
-    if not runs_in_order(device):
+    not one, or when the device does not run loops `in_order` but as parallel work-items (two adds to one element
+    would race)."""
+    if not in_order:
         return None
     ast, bufs = lower_kernel(out, value)
     if (form := scatter_form(ast)) is None:
@@ -426,17 +417,15 @@ def _reshaped_buffer_value(u: UOp) -> UOp | None:
 _CONTRACTIONS = (Ops.REDUCE_AXIS, Ops.CUSTOM_GRAD)  # the ops the layout pass looks at
 
 
-def _laid_out(sink: UOp, devices: list[str]) -> tuple[UOp, dict[UOp, UOp], set[UOp]]:
+def _laid_out(
+    sink: UOp, devices: list[str], facts: Callable[[str], DeviceFacts]
+) -> tuple[UOp, dict[UOp, UOp], set[UOp]]:
     """`sink` with its contractions reading their operands in their devices' layouts (layout.py); a map from each
     node that pass rebuilt back to the node of `sink` it stands for, and the nodes of `sink`."""
     device_cache: dict[UOp, str | None] = {}
-    facts: dict[str, LayoutFacts] = {}
 
     def facts_of(u: UOp) -> LayoutFacts:
-        device = device_of(u, device_cache) or devices[0]
-        if device not in facts:
-            facts[device] = layout_facts(device)
-        return facts[device]
+        return facts(device_of(u, device_cache) or devices[0]).layout
 
     memo: dict[UOp, UOp] = {}
     laid = layouts(sink, facts_of, memo)
@@ -446,16 +435,33 @@ def _laid_out(sink: UOp, devices: list[str]) -> tuple[UOp, dict[UOp, UOp], set[U
     return laid, {memo[u]: u for u in original if memo[u] is not u}, original
 
 
-def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-    """The kernels (and copies) that compute `roots`, in an order that respects every dependency, and a
-    map from each realized tensor-graph node to the buffer view that now holds its value."""
+def create_schedule(
+    roots: list[UOp], devices: list[str], facts: Callable[[str], DeviceFacts] | None = None
+) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+    """The kernels (and copies) that compute `roots` on `devices`, in an order that respects every dependency, and
+    a map from each realized tensor-graph node to the buffer view that now holds its value. `facts` tells what each
+    device is (the engine's `device_facts`); without it every device has NO_FACTS.
+
+    >>> from zeptograd import Tensor
+    >>> x = Tensor.ones(4).contiguous().realize()
+    >>> items, views = create_schedule([(x * 2).uop], ["CPU"])
+    >>> len(items), items[0].ast.arg
+    (1, 'E_4')
+    """
+    known: dict[str, DeviceFacts] = {}
+
+    def facts_of(device: str) -> DeviceFacts:
+        if device not in known:
+            known[device] = NO_FACTS if facts is None else facts(device)
+        return known[device]
+
     sink = UOp(Ops.SINK, dtypes.void, tuple(roots))
     if SPEC.value:
         verify(sink, tensor_spec, "tensor graph")
     nodes = _computed(sink)[:-1]
     back: dict[UOp, UOp] = {}
     if any(u.op in _CONTRACTIONS for u in nodes):
-        sink, back, original = _laid_out(sink, devices)
+        sink, back, original = _laid_out(sink, devices, facts_of)
         if back:
             roots = list(sink.src)
             nodes = _computed(sink)[:-1]
@@ -538,7 +544,8 @@ def create_schedule(roots: list[UOp], devices: list[str]) -> tuple[list[Schedule
         views[u] = view_of(out, u.shape)
         if prod(u.shape) == 0:
             continue
-        if u.op is not Ops.STORE and (scattered := _scattered(out, value, u, device)) is not None:
+        scattered = None if u.op is Ops.STORE else _scattered(out, value, u, facts_of(device).runs_in_order)
+        if scattered is not None:
             items.extend(scattered)
             continue
         written = written_view(out, value) if u.op is Ops.STORE else None

@@ -4,8 +4,8 @@ How fast a contraction runs depends on how its operands lie in memory as much as
 pays depends on the machine: a CPU's vector width, a GPU's tensor cores. The Tensor front end builds one graph on
 every host (a matmul is a broadcast multiply and a sum over the last axis; a convolution the same over windows of
 its padded input, marked by its `CUSTOM_GRAD`). This pass, run by the scheduler with the facts of the device that
-computes each contraction (`LayoutFacts`, read from its renderer), rewrites the operands to be read from copies
-where that pays. Every copy is a view of the same values, so a rule can change speed, never a result:
+computes each contraction (`LayoutFacts`, which the engine reads from its renderer), rewrites the operands to be
+read from copies where that pays. Every copy is a view of the same values, so a rule can change speed, never a result:
 
 `matmul_layouts` (a sum over the last axis of A[..., M, 1, K] * B^T[..., 1, N, K]):
 
@@ -44,8 +44,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeptograd.codegen.tensor_cores import FragmentOrder, TensorCore, tensor_cores
-from zeptograd.dtype import DType, dtypes
+from zeptograd.codegen.tensor_cores import FragmentOrder, TensorCore
+from zeptograd.dtype import DType
 from zeptograd.uop.movement import movement_uop, padded_spatially, stored_as
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
@@ -55,7 +55,8 @@ from zeptograd.uop.shape import inverse_permutation
 
 @dataclass(frozen=True)
 class LayoutFacts:
-    """What decides the layouts a device's contractions read (`layout_facts` reads them from its renderer)."""
+    """What decides the layouts a device's contractions read (the engine reads them from the device's renderer,
+    engine/facts.py)."""
 
     vector_layouts: bool  # kernels run on a CPU in vectors: layouts made for its caches pay (panels, copies)
     float_lanes: int  # float32 lanes of a vector (a panel is two vectors wide)
@@ -66,34 +67,6 @@ class LayoutFacts:
     def panel(self) -> int:
         """The width of a matmul's B panel: two vectors of float32."""
         return 2 * self.float_lanes
-
-
-def layout_facts(device: str) -> LayoutFacts:
-    """The layout facts of `device`, from its renderer.
-
-    >>> layout_facts("PYTHON").vector_layouts
-    False
-    """
-    from zeptograd.runtime.device import Device, cpu_layouts, padded_reads_in_place
-
-    base = device.split(":")[0]
-    vector = cpu_layouts(base)
-    lanes = Device[base].renderer.max_lanes(Ops.LOAD, dtypes.float32) if vector else 1
-    return LayoutFacts(vector, lanes, vector and padded_reads_in_place(base), device_tensor_cores(base))
-
-
-def device_tensor_cores(device: str) -> tuple[TensorCore, ...]:
-    """The tensor cores of `device`'s kernels: an open device's renderer's (an H100's knows its warpgroup MMA), else
-    the device kind's.
-
-    >>> device_tensor_cores("CPU")
-    ()
-    """
-    from zeptograd.runtime.device import Device
-
-    base = device.split(":")[0]
-    renderer = getattr(Device._opened.get(base), "renderer", None)
-    return tuple(getattr(renderer, "tensor_cores", None) or tensor_cores(base))
 
 
 # *** matmul ***

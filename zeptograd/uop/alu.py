@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes, truncate
-from zeptograd.uop.ops import Ops
+from zeptograd.uop.ops import Ops, UOp
 
 
 def _idiv(a: int, b: int) -> int | None:
@@ -203,3 +203,13 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
     if ret is None:
         return None
     return truncate(ret, scalar)
+
+
+def identity_element(op: Ops, dtype: DType) -> UOp:
+    """The constant a reduction by `op` starts from: 0 for ADD, 1 for MUL, the dtype's minimum for MAX.
+
+    >>> identity_element(Ops.MUL, dtypes.int32).arg, identity_element(Ops.MAX, dtypes.int8).arg
+    (1, -128)
+    """
+    value = {Ops.ADD: 0, Ops.MUL: 1}.get(op)
+    return UOp.const(dtype, dtypes.min(dtype.scalar()) if value is None else value)

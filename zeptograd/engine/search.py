@@ -1,5 +1,6 @@
 """BEAM search: a kernel's plan found by timing real runs instead of by the heuristic.
 
+The engine asks for a kernel's plan here before it compiles it (`beam_opts`) and passes the plan to codegen.
 `BEAM=n` keeps the n fastest plans at each step. A step tries every opt that fits each kept plan (UPCAST,
 UNROLL, THREAD, SWAP), compiles each candidate, runs it on scratch buffers of the kernel's sizes and keeps the
 fastest; the search stops when a step makes nothing faster. The winner is cached on disk (a JSON file per
@@ -17,10 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from zeptograd.codegen import get_program, plannable, prepare
 from zeptograd.codegen.opt import Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
 from zeptograd.codegen.opt import max_local as work_group_limit
 from zeptograd.dtype import PtrDType
-from zeptograd.helpers import THREADS
+from zeptograd.helpers import BEAM, THREADS, cache_dir
+from zeptograd.renderer import Renderer
+from zeptograd.runtime.buffer import Buffer
+from zeptograd.runtime.device import Device
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.render import pyrender
 
@@ -30,8 +35,6 @@ MAX_LANES = 256  # a plan whose vectors need more lanes than this spills registe
 
 
 def _cache_file(ast: UOp, device: str) -> Path:
-    from zeptograd.runtime.ops_cpu import cache_dir
-
     key = hashlib.sha256(f"{device}\0{pyrender(ast)}".encode()).hexdigest()[:32]
     return cache_dir() / "beam" / f"{device.lower()}_{key}.json"
 
@@ -63,9 +66,6 @@ class _Timer:
     """Compiles and times plans of one kernel on scratch buffers."""
 
     def __init__(self, ast: UOp, device: str) -> None:
-        from zeptograd.runtime.buffer import Buffer
-        from zeptograd.runtime.device import Device
-
         self.ast, self.device = ast, Device[device]
         globals_ = sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
         rng = np.random.default_rng(0)
@@ -78,8 +78,6 @@ class _Timer:
             self.bufs.append(buf)
 
     def time(self, opts: list[Opt], runs: int = 3) -> float:
-        from zeptograd.codegen import get_program
-
         program = get_program(self.ast, self.device.renderer, opts)
         run = self.device.runner(program)
         run(self.bufs)
@@ -99,8 +97,21 @@ def _progress(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, leave=False)
 
 
-def beam_search(ast: UOp, renderer: Any, width: int) -> list[Opt]:
+def beam_opts(ast: UOp, renderer: Renderer) -> list[Opt] | None:
+    """The plan to compile kernel `ast` with on `renderer`'s device: BEAM search's with `BEAM=n` (n >= 1), else
+    None, which leaves the plan to codegen (the heuristic's; none with NOOPT or for a scatter, which no search
+    plans either)."""
+    if BEAM.value < 1:
+        return None
+    prepared = prepare(ast, renderer)
+    return beam_search(prepared, renderer, BEAM.value) if plannable(prepared) else None
+
+
+def beam_search(ast: UOp, renderer: Renderer, width: int) -> list[Opt]:
     """The fastest plan found for `ast` on the device of `renderer`, keeping `width` plans a step."""
+    if width < 1:
+        raise ValueError(f"a beam keeps at least 1 plan a step, got width {width}")
+    ast = prepare(ast, renderer)  # the AST codegen applies the plan to: its axes are the ones the opts name
     device = renderer.device
     path = _cache_file(ast, device)
     if path.exists():
@@ -112,7 +123,7 @@ def beam_search(ast: UOp, renderer: Any, width: int) -> list[Opt]:
     best_time, best_plan = beam[0][0], beam[0][1]
     while True:
         tried: list[tuple[float, list[Opt], UOp]] = []
-        shared = getattr(renderer, "has_shared", True)  # no GROUP where there is no local memory (Triton)
+        shared = renderer.has_shared  # no GROUP where there is no local memory (Triton)
         todo = [
             (plan, node, opt)
             for _, plan, node in beam
