@@ -8,7 +8,7 @@ import gc
 import numpy as np
 import pytest
 
-from zeptograd import ArgumentError, Context, GlobalCounters, JitError, Tensor, TinyJit, nn
+from zeptograd import ArgumentError, Context, Device, GlobalCounters, JitError, Tensor, TinyJit, nn
 from zeptograd.nn import optim
 from zeptograd.nn.state import get_parameters
 from zeptograd.runtime import buffer as buffer_module
@@ -56,11 +56,10 @@ def test_replay_launches_no_schedule():
 def test_a_replay_calls_its_cpu_kernels_in_one_call(monkeypatch):
     """A replay runs its CPU kernels (threaded or not) as one LaunchList, one call into C, with each call's input
     and fresh output buffers patched in; the values are numpy's on every call."""
-    from zeptograd.codegen import heuristic
     from zeptograd.helpers import NOOPT
     from zeptograd.runtime.cpu_threads import LaunchList
 
-    monkeypatch.setattr(heuristic, "THREAD_MIN_WORK", 0)  # the bigger kernels split across the cores
+    monkeypatch.setattr(Device["CPU"].renderer, "thread_min_work", 0)  # the bigger kernels split across the cores
 
     @TinyJit
     def f(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:

@@ -7,6 +7,7 @@ refused with an OptError before any code is made.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import random
@@ -26,6 +27,7 @@ from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import KernelInfo, Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
 from zeptograd.dtype import dtypes
 from zeptograd.engine.facts import device_facts
+from zeptograd.renderer import Renderer
 from zeptograd.runtime.buffer import buffer_for
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.uop.ops import Ops, UOp
@@ -60,6 +62,14 @@ def run_last_plan(t: Tensor, opts: list[Opt], device: str = "CPU", planned: int 
             b.array()
         Device[device].runner(program)(bufs)
     return bufs[0].numpy()[: int(np.prod(t.shape))].reshape(t.shape)
+
+
+def _cpu_renderer(**facts: int):
+    """The CPU device's renderer with some of its facts (cache sizes) another machine's."""
+    renderer = copy.copy(Device["CPU"].renderer)
+    for name, value in facts.items():
+        setattr(renderer, name, value)
+    return renderer
 
 
 def _inputs(*shapes: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
@@ -188,9 +198,7 @@ def test_heuristic_tiles_matmul_and_vectorizes():
 
 
 def test_threads_do_not_change_elementwise_results_and_reductions_are_deterministic(monkeypatch):
-    from zeptograd.codegen import heuristic
-
-    monkeypatch.setattr(heuristic, "THREAD_MIN_WORK", 0)  # split however small
+    monkeypatch.setattr(Device["CPU"].renderer, "thread_min_work", 0)  # split however small
     (x,) = _inputs((64, 4096))
     results = {}
     for threads in (1, 2, 4):
@@ -312,14 +320,13 @@ def test_beam_search_finds_a_plan_and_caches_it(monkeypatch, tmp_path):
 def test_threads_on_loops_no_count_divides(device, monkeypatch):
     # 7 rows and 3 threads: the row loop is padded to 9 and gated; the gate is the same for the 8 lanes of a
     # row's vectors, so the reads and writes stay vector accesses
-    from zeptograd.codegen import heuristic
-
-    monkeypatch.setattr(heuristic, "THREAD_MIN_WORK", 0)  # a small kernel, split all the same
+    unknown = Renderer()  # a device nothing is known of: 8-lane vectors
+    unknown.thread_min_work = 0  # a small kernel, split all the same
     (x,) = _inputs((7, 64), seed=9)
     t = Tensor(x, device=device).realize()
     with Context(THREADS=3, NOOPT=0):
         item = _kernel(t * 3 - 1, device)
-        opts = hand_coded_opts(item.ast)
+        opts = hand_coded_opts(item.ast, unknown)
         assert opts == [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.PADTO, 0, 3), Opt(OptOps.THREAD, 0, 3)]
         program = get_program(item.ast, Device[device].renderer, opts)
         np.testing.assert_array_equal(run_plan(t * 3 - 1, opts, device), x * 3 - 1)
@@ -363,18 +370,15 @@ def test_convolution_tile_follows_where_its_weight_panel_fits(l1, l2, tile, monk
     channels by 2 output rows (which the weight ignores: each weight vector serves twice the FMAs) by the columns; with
     an L1 that holds the 2-vector panel, the tile stays 2 vectors wide. The values are numpy's whichever plan,
     on the CPU and on the PYTHON device (the reference semantics)."""
-    from zeptograd.codegen import heuristic
     from zeptograd.schedule import layout
 
     x, w = _inputs((1, 16, 2, 8), (64, 16, 3, 3), seed=31)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
     want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)
-    monkeypatch.setattr(heuristic, "L1_BYTES", l1)
-    monkeypatch.setattr(heuristic, "L2_BYTES", l2)
     monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
     items, _ = create_schedule([t.uop], ["CPU"], device_facts)
-    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
+    opts = hand_coded_opts(items[-1].ast, _cpu_renderer(l1_bytes=l1, l2_bytes=l2), 16)
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == tile, opts
     for device in ("CPU", "PYTHON"):
         np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
@@ -394,21 +398,19 @@ def test_a_convolution_reads_its_input_where_it_lies(pad, stride, monkeypatch):
     its loop over input channels innermost, and each input value is one scalar load (gated where the padding is)
     broadcast to a vector, not a lane of a vector load. The values are numpy's, on the CPU and on the PYTHON device (the
     reference semantics) with the same plan."""
-    from zeptograd.codegen import heuristic
-    from zeptograd.runtime import device as device_module
+    from zeptograd.engine import facts as facts_module
     from zeptograd.schedule import layout
 
     monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
-    monkeypatch.setattr(device_module, "padded_reads_in_place", lambda device: True)  # as with AVX-512, any CPU
+    monkeypatch.setattr(facts_module, "padded_reads_in_place", lambda device: True)  # as with AVX-512, any CPU
     # the 2-vector weight panel (18 KiB) overflows L1, the 4-vector one (36 KiB) fits a quarter of L2
-    monkeypatch.setattr(heuristic, "L1_BYTES", 8 << 10)
-    monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
+    renderer = _cpu_renderer(l1_bytes=8 << 10, l2_bytes=1 << 20)
     x, w = _inputs((2, 16, 4, 30 + 2 * (1 - pad)), (64, 16, 3, 3), seed=41)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride)
     items, _ = create_schedule([t.uop], ["CPU"], device_facts)
     assert len(items) == 2, [item.ast.arg for item in items]  # the weight's copy, then the convolution
     ast = items[-1].ast
-    opts = hand_coded_opts(ast, Device["CPU"].renderer, 16)
+    opts = hand_coded_opts(ast, renderer, 16)
     columns = t.shape[3]
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [4, 64], opts
     assert any(o.op is OptOps.PADTO for o in opts) == (columns % 4 != 0), opts
@@ -428,18 +430,16 @@ def test_a_convolution_tile_fits_sixteen_vector_registers(monkeypatch):
     """With 8-lane vectors (AVX2: 16 vector registers) a convolution whose 2-vector weight panel overflows L1 keeps
     the tile of 4 columns by 2 vectors of output channels (8 accumulators), not AVX-512's 4 by 4 (16 accumulators
     and the operands: spilled to the stack). The values are numpy's."""
-    from zeptograd.codegen import heuristic
     from zeptograd.schedule import layout
 
     monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
-    monkeypatch.setattr(heuristic, "L1_BYTES", 4 << 10)  # the 2-vector panel (9 KiB) overflows it
-    monkeypatch.setattr(heuristic, "L2_BYTES", 1 << 20)
+    renderer = _cpu_renderer(l1_bytes=4 << 10, l2_bytes=1 << 20)  # the 2-vector panel (9 KiB) overflows L1
     x, w = _inputs((2, 16, 4, 32), (64, 16, 3, 3), seed=44)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
     ast = create_schedule([t.uop], ["CPU"], device_facts)[0][-1].ast
-    opts = hand_coded_opts(ast, Device["CPU"].renderer, 8)
+    opts = hand_coded_opts(ast, renderer, 8)
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [4, 16], opts
-    wide = hand_coded_opts(ast, Device["CPU"].renderer, 16)
+    wide = hand_coded_opts(ast, renderer, 16)
     assert sorted(o.amount for o in wide if o.op is OptOps.UPCAST) == [4, 64], wide
     np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 1, 1), rtol=1e-4, atol=1e-4)
 
@@ -536,17 +536,16 @@ def test_convolution_of_one_channel_vector_takes_rows_the_weight_ignores(shape, 
     output axis that the weight does not depend on, up to 28 accumulators, so each weight vector it loads serves
     several times the FMAs; the values are numpy's on the CPU and on the PYTHON device (the reference semantics),
     whichever axis it takes."""
-    from zeptograd.codegen import heuristic
     from zeptograd.schedule import layout
 
-    monkeypatch.setattr(heuristic, "L1_BYTES", 8 << 10)  # a 32-channel panel of 16 x 9 taps is 18 KiB
+    renderer = _cpu_renderer(l1_bytes=8 << 10)  # a 32-channel panel of 16 x 9 taps is 18 KiB
     monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a large convolution's layouts for a small input too
     x, w = _inputs(shape, (32, 16, 3, 3), seed=37)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
     want = np.einsum("ncyxij,ocij->noyx", windows.astype(np.float64), w)
     t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
     items, _ = create_schedule([t.uop], ["CPU"], device_facts)
-    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
+    opts = hand_coded_opts(items[-1].ast, renderer, 16)
     rows = [(o.axis, o.amount) for o in opts if o.op is OptOps.UPCAST and o.amount in (2, 4)]
     assert rows == ([] if axis is None else [(axis, by)]), opts
     assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST and o.amount not in (2, 4)) == [7, 16], opts

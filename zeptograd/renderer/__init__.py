@@ -31,6 +31,9 @@ class Renderer:
     """A work-group has local memory to combine a GROUP reduction in (Triton has none)."""
     has_threads: bool = False
     """A kernel's outer loop may be split across the host's cores (the C device's thread pool)."""
+    thread_min_work: int = 1 << 17
+    """Element operations a kernel needs at least before its loop is split across the cores: below it the kernel
+    takes less time than waking the other cores costs (runtime/cpu_threads.py)."""
     runs_on_cpu: bool = False
     """The code runs on the host's CPU, so layouts made for its caches pay (PoCL, lavapipe, the C device)."""
     max_local_size: int = 0

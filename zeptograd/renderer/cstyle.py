@@ -165,15 +165,6 @@ def builtin_suffixes(host: HostCPU) -> dict[tuple[DType, int], str]:
     return suffixes
 
 
-def __getattr__(name: str) -> dict[int, int]:
-    """`CACHE_BYTES`: this machine's L1 and L2 sizes ({1: bytes, 2: bytes}), read on first use, for code that plans
-    with no renderer at hand (a renderer's `l1_bytes` and `l2_bytes` are what plans for its machine)."""
-    if name == "CACHE_BYTES":
-        host = HostCPU.read()
-        return {1: host.l1_bytes, 2: host.l2_bytes}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def vector_name(dt: DType) -> str:
     """The C name of a vector type: `float8`, `double4`, `int32x8` (and for a vector of bools, its mask type)."""
     base = C_TYPES[dt.scalar() if dt.scalar() is not dtypes.bool else MASK]

@@ -1,6 +1,6 @@
 """The facts of a CPU that a renderer for it plans and renders with: its x86 feature flags and cache sizes.
 
-`HostCPU.read()` reads this machine's once (Linux's /proc/cpuinfo and sysfs), when a device that runs on it opens;
+`HostCPU.read()` reads the host's once (Linux's /proc/cpuinfo and sysfs), when a device that runs on it opens;
 a renderer for another machine is given that machine's facts instead:
 
 >>> avx2 = HostCPU(frozenset({"avx2", "fma"}))
@@ -71,7 +71,7 @@ class HostCPU:
 
     @classmethod
     def read(cls) -> HostCPU:
-        """This machine's facts, read once per process (`ZG_AVX512=0` applied: 256-bit vectors).
+        """The host's facts, read once per process (`ZG_AVX512=0` applied: 256-bit vectors).
 
         >>> HostCPU.read() is HostCPU.read()
         True
@@ -85,7 +85,7 @@ def _read(use_avx512: bool) -> HostCPU:
 
 
 def _x86_flags() -> frozenset[str]:
-    """The feature flags of this machine's CPU (/proc/cpuinfo; none off x86 Linux)."""
+    """The feature flags of the host's CPU (/proc/cpuinfo; none off x86 Linux)."""
     if platform.machine() not in ("x86_64", "AMD64"):
         return frozenset()
     try:

@@ -105,7 +105,7 @@ def _zero(dt: DType) -> str:
 
 class LLVMRenderer(Renderer):
     """Renders a linear program as an LLVM IR module holding `define void @name(ptr noalias %data0, ...)`, its
-    vectors as wide as the CPU `host`'s (None: this machine's, `HostCPU.read()`), the C device's widths: the same
+    vectors as wide as the CPU `host`'s (None: the host's, `HostCPU.read()`), the C device's widths: the same
     programs.
 
     >>> LLVMRenderer(HostCPU(frozenset({"avx2", "fma", "avx512f"}))).max_lanes(Ops.ADD, dtypes.float32)

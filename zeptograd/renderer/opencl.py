@@ -94,7 +94,7 @@ class OpenCLRenderer(CRenderer):
     ) -> None:
         """`extensions`: the device's OpenCL extensions; `lanes`: the width of its vectors (4, 8 or 16);
         `kernel_attributes`: written before `__kernel`; `host`: the CPU a CPU driver (PoCL) runs the kernels on, whose
-        register and cache sizes the planner reads (None: this machine's)."""
+        register and cache sizes the planner reads (None: the host's)."""
         if lanes not in (4, 8, 16):
             raise ValueError(f"OpenCL vectors of 4, 8 or 16 lanes, got {lanes}")
         super().__init__(host)

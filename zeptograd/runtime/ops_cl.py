@@ -88,7 +88,7 @@ class CLDevice:
         lanes = 16 if preferred >= 16 and self._builds_for_avx512() else 8 if preferred >= 8 else 4
         extensions = frozenset(self.device.extensions.split()) - without
         on_cpu = bool(self.device.type & cl.device_type.CPU)
-        # a CPU driver (PoCL) runs the kernels on this machine's CPU: its facts (caches, registers, CLWB) apply
+        # a CPU driver (PoCL) runs the kernels on the host's CPU: its facts (caches, registers, CLWB) apply
         host = HostCPU.read() if on_cpu else HostCPU()
         self.renderer = OpenCLRenderer(extensions, lanes, pocl_kernel_attributes(self.device, host), host)
         self.renderer.max_local_size = min(OpenCLRenderer.max_local_size, self.device.max_work_group_size)

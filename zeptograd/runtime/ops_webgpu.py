@@ -156,7 +156,7 @@ class WebGPUDevice:
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         self.allocator = WebGPUAllocator(self.device, usage)
         on_cpu = adapter.info.get("adapter_type") == "CPU"
-        # a CPU adapter (lavapipe) runs the shaders on this machine's CPU: its caches and registers apply
+        # a CPU adapter (lavapipe) runs the shaders on the host's CPU: its caches and registers apply
         self.renderer = WGSLRenderer(HostCPU.read() if on_cpu else HostCPU())
         # a CPU adapter (lavapipe) runs a work-group's invocations on one core: plans for a CPU, not a GPU
         self.renderer.runs_on_cpu = on_cpu
