@@ -4,10 +4,15 @@ the op suite's random programs against numpy, and arithmetic bit for bit the PYT
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from zeptograd import Device, Tensor, dtypes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))  # the op suite's program generators
 
 BACKENDS = ("LLVM", "CL", "CUDA", "PTX", "WEBGPU")
 # (random-program seeds, programs a seed, fused programs a seed): a few seconds of compiling on each device

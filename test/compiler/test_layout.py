@@ -19,7 +19,7 @@ from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.schedule.layout import LayoutFacts, layout_facts
 from zeptograd.uop.ops import Ops
 
-PACKAGE = Path(__file__).parent.parent / "zeptograd"
+PACKAGE = Path(__file__).resolve().parents[2] / "zeptograd"
 FRONT_END = [
     PACKAGE / "tensor.py",
     PACKAGE / "gradient.py",

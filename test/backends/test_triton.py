@@ -7,7 +7,7 @@ that); and what they compute is checked against numpy by running them in Triton'
 (`pip install -e ".[triton]"`).
 
 With a GPU (`Device.usable("TRITON")`): the op families run on it against numpy. The whole op suite runs with
-`DEVICE=TRITON pytest test/test_tensor_*.py`.
+`DEVICE=TRITON pytest test/ops/test_tensor_*.py`.
 """
 
 from __future__ import annotations

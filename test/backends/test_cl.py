@@ -2,7 +2,7 @@
 (work-group indices, LOCAL and GROUP opts with local memory and a barrier), every dtype the device supports,
 copies, assignment, a training step and BEAM, each against numpy or torch; float16 on a device opened without
 cl_khr_fp16 (stored as half, computed in float, rounded per op) bit for bit against numpy's float16 and the CPU
-device's. The whole op suite runs on it with `DEVICE=CL pytest test/test_tensor_*.py`."""
+device's. The whole op suite runs on it with `DEVICE=CL pytest test/ops/test_tensor_*.py`."""
 
 from __future__ import annotations
 
