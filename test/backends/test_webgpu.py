@@ -288,6 +288,12 @@ def test_bool_storage_neighbouring_bytes():
     np.testing.assert_array_equal(t.logical_not().where(1.0, 2.0).numpy(), np.where(~(x > 0), 1.0, 2.0))
 
 
+# strict: passes (and so fails here) once the library keeps the class index in int32 on a device without int64
+@pytest.mark.xfail(
+    raises=UnsupportedDType,
+    strict=True,
+    reason="sparse_categorical_crossentropy's gradient builds its class index in int64, which WGSL lacks",
+)
 def test_training_step_matches_cpu():
     from zeptograd.nn.optim import SGD
 
