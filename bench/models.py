@@ -5,7 +5,7 @@
     python bench/models.py --only gpt,resnet18
     python bench/models.py --no-memory        # skip the peak-memory runs (a subprocess per model and library)
 
-Needs the test extra (`pip install -e ".[test]"`): torch, and the torch twins of the models in test/.
+Needs the test extra (`pip install -e ".[test]"`): torch, and the torch twins of the models in test/models/.
 
 For each model, three tables' rows:
 
@@ -56,7 +56,7 @@ os.environ.setdefault("ZEPTOGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="zeptograd-
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-bench-"))
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "test"))
+sys.path.insert(0, os.path.join(ROOT, "test", "models"))
 
 import torch  # noqa: E402
 from model_oracle import copy_weights, cross_entropy, mse  # noqa: E402

@@ -74,17 +74,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         spec = getattr(item, "callspec", None)
         if spec is not None and spec.params.get("device") == "CPU":
             spec.params["device"] = target
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """A test that needs a dtype its device lacks (the device's `supported_dtypes()` refuses it with
-    UnsupportedDType when a kernel is compiled) is skipped, not failed: `DEVICE=CL pytest` on an OpenCL device
-    without cl_khr_fp16 skips the half tests."""
-    outcome = yield
-    from zeptograd.codegen import UnsupportedDType
-
-    report = outcome.get_result()
-    if call.excinfo is not None and isinstance(call.excinfo.value, UnsupportedDType):
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")

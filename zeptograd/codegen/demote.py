@@ -6,7 +6,7 @@ inputs and outputs are float32, so on a device that lacks float64 the float64 pa
 float64 value that does not come from a float64 buffer becomes float32, the casts into and out of it vanish, and
 the sign-bit test of a float64 (a bitcast to int64) becomes the same test on the float32's bits.
 
-Accuracy (test/test_webgpu.py and the op suite check each against numpy): `pow` within 2**-22 * (1 + |log2
+Accuracy (test/backends/test_webgpu.py and the op suite check each against numpy): `pow` within 2**-22 * (1 + |log2
 result|) relative (the exponent y*log2|x| is rounded to float32, so large results lose bits); `fmod` and `%`
 within two float32 ulp of |a| of the exact remainder, modulo |b|: the reduction's product q*b is rounded (lavapipe
 does not fuse `fma` either), so fmod(1, 0.1f) = 0.09999999 comes out 0; `//` exact except where the quotient is

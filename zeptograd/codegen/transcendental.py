@@ -8,7 +8,7 @@ SQRT stays an op: it is one IEEE-exact instruction everywhere (C's sqrtf vectori
 float32 and float64 have their own constants; float16 (and any other narrow float) computes in float32 and
 rounds once at the end. Measured against numpy in float64 (long double for float64), the largest errors are
 about 1.1 ulp (exp2), 0.8 ulp (log2), 0.9 ulp (sin, cos), 1.3 ulp (tan) in float32 over the whole range,
-1.2 / 0.6 / 0.8 / 1.1 ulp in float64; test/test_transcendental.py holds them to 2 ulp.
+1.2 / 0.6 / 0.8 / 1.1 ulp in float64; test/ops/test_transcendental.py holds them to 2 ulp.
 
 - `exp2(x)`: x = n + f with n = round(x) (by adding 1.5 * 2**mant: `_round_by_adding`), |f| <= 1/2 exact; 2**f
   by a polynomial, 2**n built from its bits in two halves so that neither leaves the normal range and a denormal

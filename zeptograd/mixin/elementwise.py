@@ -6,7 +6,7 @@
 Everything here is built from the IR's ALU ops (EXP2 EXP TANH LOG2 SIN COS TAN SQRT RECIPROCAL NEG TRUNC, the binary
 ops, WHERE), CAST and BITCAST, so it fuses into whatever kernel reads it and runs on every device.
 
-Numerics, in short (test/test_tensor_elementwise.py checks each claim against float64 references):
+Numerics, in short (test/ops/test_tensor_elementwise.py checks each claim against float64 references):
 
 - Math on integers and bool computes in float32. float16 inputs compute in float32 and round once at the
   end (within 1 ulp of float16), float64 inputs compute in float64.

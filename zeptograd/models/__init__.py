@@ -1,5 +1,5 @@
 """The model suite: models people train, written with zeptograd's Tensor and nn, each tested against the same
-model in torch with the weights copied in (test/test_model_<name>.py) and timed by bench/models.py.
+model in torch with the weights copied in (test/models/test_model_<name>.py) and timed by bench/models.py.
 
 - `gpt`: GPT-2 (pre-norm, GELU, causal attention, tied or untied head), GPT-2's parameter names.
 - `llama`: a LLaMA decoder (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention), Meta's names.

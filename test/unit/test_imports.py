@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "zeptograd"
+PACKAGE = Path(__file__).resolve().parents[2] / "zeptograd"
 
 Graph = dict[str, dict[str, int]]  # module -> {imported module: line of the first such import}
 

@@ -7,7 +7,7 @@ the CUBIN); where a standalone ptxas that reads NVRTC's PTX version is installed
 tests skip when NVRTC is missing (`pip install -e ".[cuda]"`).
 
 With a GPU (`Device.usable("CUDA")`): the same op families run on it against numpy and torch, with copies between
-the GPU and the host. The whole op suite runs with `DEVICE=CUDA pytest test/test_tensor_*.py`.
+the GPU and the host. The whole op suite runs with `DEVICE=CUDA pytest test/ops/test_tensor_*.py`.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def t(shape: tuple[int, ...], dtype: DType = dtypes.float32) -> Tensor:
 CLAIMED = sorted(CUDARenderer().supported_dtypes(), key=lambda d: d.name)
 
 
-# the representative op set, shared with test/test_ptx.py: each function gives the tensors whose kernels are compiled
+# the representative op set, shared with test_ptx.py: each function gives the tensors whose kernels are compiled
 
 
 def dtype_ops(dtype: DType) -> list[Tensor]:
@@ -334,7 +334,7 @@ def test_large_launch() -> None:
     np.testing.assert_allclose((cuda(b) + 1).sum(0).numpy(), (b + 1).sum(0, dtype=np.float64), rtol=1e-4, atol=1e-3)
 
 
-# ---- without a GPU: the CUDA C run on the CPU (test/cuda_emulator.py) ----
+# ---- without a GPU: the CUDA C run on the CPU (test/backends/cuda_emulator.py) ----
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator compiles with g++")
 

@@ -9,7 +9,8 @@ What it checks: the Triton text (types, constants, masks, loops, casts) and the 
 computes. What it cannot: Triton's GPU compiler (test_triton.py compiles every kernel of the op set for that) and
 the GPU's own arithmetic (its `libdevice`, its rounding of `tl.exp2`; the IR computes those with plain arithmetic).
 
-The op suite on it: `DEVICE=TRITON PYTHONPATH=.:test python -m pytest -p triton_interpreter test/test_tensor_*.py`.
+The op suite on it, from the repository root:
+`DEVICE=TRITON PYTHONPATH=.:test/backends python -m pytest -p triton_interpreter test/ops/test_tensor_*.py`.
 """
 
 from __future__ import annotations
@@ -105,6 +106,6 @@ def install() -> InterpretedTriton:
 def pytest_configure(config: Any) -> None:
     """As a pytest plugin: the op suite on the interpreted TRITON device, without a GPU,
 
-    DEVICE=TRITON PYTHONPATH=.:test python -m pytest -p triton_interpreter -n 2 test/test_tensor_*.py
+    DEVICE=TRITON PYTHONPATH=.:test/backends python -m pytest -p triton_interpreter -n 2 test/ops/test_tensor_*.py
     """
     install()

@@ -4,10 +4,16 @@ the op suite's random programs against numpy, and arithmetic bit for bit the PYT
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from zeptograd import Device, Tensor, dtypes
+from zeptograd.codegen import UnsupportedDType
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))  # the op suite's program generators
 
 BACKENDS = ("LLVM", "CL", "CUDA", "PTX", "WEBGPU")
 # (random-program seeds, programs a seed, fused programs a seed): a few seconds of compiling on each device
@@ -20,8 +26,19 @@ def usable(device: str) -> str:
     return device
 
 
+# strict: each passes (and so fails here) once the library computes it on that device
+KNOWN_FAILURES = {
+    ("WEBGPU", 1): pytest.mark.xfail(
+        raises=UnsupportedDType, strict=True, reason="gather on WEBGPU builds an int64 index, which WGSL lacks"
+    ),
+}
+
+
 @pytest.mark.no_roundtrip
-@pytest.mark.parametrize("device, seed", [(d, s) for d in BACKENDS for s in range(RANDOM_PROGRAMS[d][0])])
+@pytest.mark.parametrize(
+    "device, seed",
+    [pytest.param(d, s, marks=KNOWN_FAILURES.get((d, s), ())) for d in BACKENDS for s in range(RANDOM_PROGRAMS[d][0])],
+)
 def test_random_programs(device: str, seed: int):
     """The op suite's random programs (movement, elementwise, reductions, joins), checked against numpy."""
     from test_tensor_ops import run_random_programs

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from dtype_support import needs_dtype
 
 from zeptograd import GlobalCounters, Tensor, dtypes
 from zeptograd.dtype import DType
@@ -105,6 +106,7 @@ def reference(op: str, a: np.ndarray, axis: Any, keepdim: bool) -> np.ndarray:
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("op", list(REDUCTIONS))
 def test_reduction_matches_numpy(op: str, dtype: DType, device: str):
+    needs_dtype(device, dtype)
     a = data((2, 3, 4), dtype, seed=len(op), small=op == "prod")
     t = Tensor(a, device=device)
     for axis, keepdim in [(None, False), (0, True), ((-1, 0), False)]:
@@ -195,6 +197,7 @@ def test_reductions_of_noncontiguous_inputs(view: str, device: str):
 
 
 def test_result_dtypes():
+    needs_dtype(None, dtypes.float16, dtypes.uint8)
     i, b, h = Tensor([[1, 2], [3, 4]]), Tensor([[True, False], [True, True]]), Tensor([1.0, 2.0], dtype="float16")
     assert i.prod().dtype == dtypes.int32 and i.sum().dtype == dtypes.int32
     assert b.sum().dtype == dtypes.int32 and b.prod().dtype == dtypes.int32
@@ -217,6 +220,7 @@ def test_result_dtypes():
 @pytest.mark.no_roundtrip
 @pytest.mark.parametrize("np_dtype", [np.uint8, np.int8, np.int64, np.float64], ids=lambda d: d.__name__)
 def test_other_dtypes(np_dtype: Any):
+    needs_dtype(None, getattr(dtypes, np.dtype(np_dtype).name))
     a = (np.random.default_rng(14).standard_normal((3, 7)) * 40).astype(np_dtype)
     t = Tensor(a)
     kind = np.dtype(np_dtype).kind
@@ -238,6 +242,7 @@ def test_other_dtypes(np_dtype: Any):
 
 def test_float16_accumulates_in_float32():
     # 4096 * fp16(0.1): a float16 accumulator would stop growing at 256; the mean too must be ~0.1
+    needs_dtype(None, dtypes.float16)
     a = np.full(4096, 0.1, np.float16)
     exact = a.astype(np.float64)
     check(Tensor(a).mean(), np.array(exact.mean()), dtypes.float16, rtol=1e-3, atol=0)
@@ -269,6 +274,11 @@ def test_argmax_argmin_ties_nan_and_flatten(device: str):
     b = np.array([[False, True, True], [False, False, False]])
     check(Tensor(b, device=device).argmax(axis=1), b.argmax(axis=1), dtypes.int32)
     check(Tensor(b, device=device).argmin(axis=1), b.argmin(axis=1), dtypes.int32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_argmax_argmin_float16(device: str):
+    needs_dtype(device, dtypes.float16)
     h = np.array([0.5, -2.0, 1.75, 1.75], np.float16)
     check(Tensor(h, device=device).argmax(), np.array(2), dtypes.int32)
     check(Tensor(h, device=device).argmin(), np.array(1), dtypes.int32)
@@ -364,6 +374,7 @@ SCANS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("op", list(SCANS))
 def test_scan_matches_numpy(op: str, dtype: DType, device: str):
+    needs_dtype(device, dtype)
     a = data((3, 4, 5), dtype, seed=len(op) + 40, small=op == "cumprod")
     t = Tensor(a, device=device)
     out_dt = int_out(dtype) if op in ("cumsum", "cumprod") else dtype
@@ -397,6 +408,7 @@ def test_scan_with_nan_and_inf():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_logcumsumexp_matches_torch(device: str):
+    needs_dtype(device, dtypes.float16)
     torch = pytest.importorskip("torch")
     inf = math.inf
     f = np.array(
@@ -472,6 +484,7 @@ def check_sort(values: Tensor, indices: Tensor, a: np.ndarray, axis: int, want_v
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_sort_matches_numpy(dtype: DType, device: str):
+    needs_dtype(device, dtype)
     a = data((3, 4, 5), dtype, seed=60)  # int32/float16/bool have many ties
     t = Tensor(a, device=device)
     values, indices = t.sort()
@@ -633,6 +646,7 @@ def test_sum_dtype_name_names_the_op() -> None:
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("op", ["cummax", "cummin"])
 def test_cummax_cummin_indices_match_torch(op: str, dtype: DType, device: str):
+    needs_dtype(device, dtype)
     torch = pytest.importorskip("torch")
     a = data((3, 4, 5), dtype, seed=len(op) + 7, small=True)  # small ints and bools: many ties
     for axis in (0, 1, -1):
@@ -658,6 +672,7 @@ SUM_DTYPES = ["float64", "int16", "int64", "uint8", "float16", "int32"]
 
 @pytest.mark.parametrize("name", SUM_DTYPES)
 def test_sum_prod_dtype_every_spelling_matches_torch(name: str):
+    needs_dtype(None, getattr(dtypes, name))
     torch = pytest.importorskip("torch")
     a = np.array([[100, 27, 3], [-4, 5, 90]], np.int32)
     tt = torch.tensor(a)

@@ -3,12 +3,12 @@ compiler accept each distinct one: PTX (ptxas, sm_80 and sm_90), CUDA C (NVRTC, 
 (clang's AMDGPU backend, gfx1100 and gfx90a) and Triton programs (Triton, sm_80 and sm_90). `RENDER_ALL` names the
 targets (default: PTX):
 
-    RENDER_ALL=PTX,HIP PYTHONPATH=.:test python -m pytest -p render_all test/test_tensor_elementwise.py
+    RENDER_ALL=PTX,HIP PYTHONPATH=.:test/backends python -m pytest -p render_all test/ops/test_tensor_elementwise.py
 
 The tests run on their usual device (the CPU by default); each kernel AST they compile is also given to each
 target's renderer (with the GPU plan that device would use), and at the end of the session every distinct source is
 compiled. A rejection is reported with the source and fails the run. It checks what the compilers accept, not what
-the code computes (that needs the GPU: test/gpu_check.sh; the PYTHON device runs the same linear programs).
+the code computes (that needs the GPU: test/backends/gpu_check.sh; the PYTHON device runs the same linear programs).
 """
 
 from __future__ import annotations

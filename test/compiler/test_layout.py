@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 
 from zeptograd import Device, Tensor
 from zeptograd.codegen.heuristic import hand_coded_opts
@@ -75,6 +73,7 @@ def _facts(monkeypatch: pytest.MonkeyPatch, facts: LayoutFacts | None) -> None:
 def test_layouts_change_no_value(copies: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """A residual convolution block and a matmul trained one step, with this device's layouts and with no layout
     copies at all: each gradient is torch's."""
+    torch = pytest.importorskip("torch")
     _facts(monkeypatch, None if copies else NO_LAYOUTS)
     xs, ws, ms, vs = _randn((2, 16, 24, 24), 1), _randn((16, 16, 3, 3), 2), _randn((32, 256), 3), _randn((256, 64), 4)
     x, w, m, v = (Tensor(a).realize() for a in (xs, ws, ms, vs))
@@ -83,8 +82,8 @@ def test_layouts_change_no_value(copies: bool, monkeypatch: pytest.MonkeyPatch) 
     gw, gv = loss.gradient(w, v)
 
     tx, tw, tm, tv = (torch.tensor(a, requires_grad=True) for a in (xs, ws, ms, vs))
-    ty = tx + F.conv2d(tx, tw, padding=1).relu()
-    tloss = F.conv2d(ty, tw, padding=1, stride=2).square().mean() + (tm @ tv).tanh().sum()
+    ty = tx + torch.nn.functional.conv2d(tx, tw, padding=1).relu()
+    tloss = torch.nn.functional.conv2d(ty, tw, padding=1, stride=2).square().mean() + (tm @ tv).tanh().sum()
     tgw, tgv = torch.autograd.grad(tloss, [tw, tv])
     np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(gv.numpy(), tgv.numpy(), rtol=1e-4, atol=1e-4)
@@ -125,6 +124,7 @@ def test_a_front_end_graph_has_no_layout_copies() -> None:
 def test_second_derivative_through_a_weight_gradient(stride: int, padding: int, groups: int) -> None:
     """The gradient of a convolution's weight gradient, with respect to the input and to the output gradient, is
     torch's (double backward)."""
+    torch = pytest.importorskip("torch")
     xs, ws = _randn((2, 4, 9, 8), 13), _randn((6, 4 // groups, 3, 3), 14)
     x, w = Tensor(xs), Tensor(ws)
     y = x.conv2d(w, padding=padding, stride=stride, groups=groups)
@@ -135,7 +135,7 @@ def test_second_derivative_through_a_weight_gradient(stride: int, padding: int, 
 
     tx, tw, tg = torch.tensor(xs, requires_grad=True), torch.tensor(ws, requires_grad=True), torch.tensor(gs)
     tg.requires_grad = True
-    ty = F.conv2d(tx, tw, padding=padding, stride=stride, groups=groups)
+    ty = torch.nn.functional.conv2d(tx, tw, padding=padding, stride=stride, groups=groups)
     (tdw,) = torch.autograd.grad((ty * tg).sum(), [tw], create_graph=True)
     tgx, tgg = torch.autograd.grad((tdw * torch.tensor(hs)).sum(), [tx, tg])
     np.testing.assert_allclose(dw.numpy(), tdw.detach().numpy(), rtol=1e-4, atol=1e-4)
@@ -148,12 +148,13 @@ def test_a_small_convolution_read_in_place_copies_its_weight(in_place: bool, ker
     """A dense convolution on a small map (a UNet's 8x8 level: a padded input below the size a copy of it pays for)
     copies its weight channels-last where the device reads the input in place (then the kernel tiles vectors of
     output channels), and nothing where it would need the input's copy too. The values are torch's either way."""
+    torch = pytest.importorskip("torch")
     facts = LayoutFacts(vector_layouts=True, float_lanes=16, reads_padded_in_place=in_place, tensor_cores=())
     _facts(monkeypatch, facts)
     xs, ws = _randn((8, 64, 8, 8), 17), _randn((128, 64, 3, 3), 18)
     out = Tensor(xs).realize().conv2d(Tensor(ws).realize(), padding=1)
     items, _ = create_schedule([out.uop], ["CPU"], engine.device_facts)
     assert len(items) == kernels, [item.ast.arg for item in items]
-    want = F.conv2d(torch.tensor(xs), torch.tensor(ws), padding=1).numpy()
+    want = torch.nn.functional.conv2d(torch.tensor(xs), torch.tensor(ws), padding=1).numpy()
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
     engine._schedules.clear()

@@ -1,6 +1,6 @@
 """The LLVM device: a representative suite run on it against numpy (every op family, each dtype it supports,
 a fused kernel, reductions, assignment, a matmul, a training step), the IR it renders, and the error when
-llvmlite is missing. The whole op suite runs on it with `DEVICE=LLVM pytest test/test_tensor_*.py`."""
+llvmlite is missing. The whole op suite runs on it with `DEVICE=LLVM pytest test/ops/test_tensor_*.py`."""
 
 from __future__ import annotations
 

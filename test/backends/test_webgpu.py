@@ -4,9 +4,11 @@ not installed or finds no adapter (on a machine without a GPU, Mesa's lavapipe p
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
-from test_transcendental import max_ulp, near_half_pi, on_target, ref64, sweep32
 
 from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import UnsupportedDType, get_program
@@ -14,6 +16,9 @@ from zeptograd.codegen.transcendental import target_of
 from zeptograd.helpers import Context
 from zeptograd.renderer.wgsl import WGSLRenderer, launch_grid
 from zeptograd.schedule.kernelize import create_schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))  # the transcendental tests in test/ops
+from test_transcendental import max_ulp, near_half_pi, on_target, ref64, sweep32
 
 if not Device.usable("WEBGPU"):
     pytest.skip("WEBGPU is not usable here (wgpu or an adapter is missing)", allow_module_level=True)
@@ -283,6 +288,12 @@ def test_bool_storage_neighbouring_bytes():
     np.testing.assert_array_equal(t.logical_not().where(1.0, 2.0).numpy(), np.where(~(x > 0), 1.0, 2.0))
 
 
+# strict: passes (and so fails here) once the library keeps the class index in int32 on a device without int64
+@pytest.mark.xfail(
+    raises=UnsupportedDType,
+    strict=True,
+    reason="sparse_categorical_crossentropy's gradient builds its class index in int64, which WGSL lacks",
+)
 def test_training_step_matches_cpu():
     from zeptograd.nn.optim import SGD
 

@@ -2,7 +2,7 @@
 (work-group indices, LOCAL and GROUP opts with local memory and a barrier), every dtype the device supports,
 copies, assignment, a training step and BEAM, each against numpy or torch; float16 on a device opened without
 cl_khr_fp16 (stored as half, computed in float, rounded per op) bit for bit against numpy's float16 and the CPU
-device's. The whole op suite runs on it with `DEVICE=CL pytest test/test_tensor_*.py`."""
+device's. The whole op suite runs on it with `DEVICE=CL pytest test/ops/test_tensor_*.py`."""
 
 from __future__ import annotations
 
@@ -419,7 +419,7 @@ def test_debug4_prints_the_opencl_source(capsys):
 def no_fp16(monkeypatch):
     """The CL device opened as if it lacked cl_khr_fp16 (PoCL here lacks it anyway)."""
     dev = cl_opened_without(monkeypatch, "cl_khr_fp16")
-    # the test must fail, not skip (conftest skips on UnsupportedDType), where half is refused
+    # half is emulated, not refused: the tests below compute it
     assert dtypes.float16 in dev.renderer.supported_dtypes()
     assert dev.renderer.emulated_floats == frozenset({dtypes.float16})
     return dev

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from dtype_support import needs_dtype
 
 from zeptograd import Device, GlobalCounters, Tensor, dtypes
 from zeptograd.dtype import DType
@@ -179,6 +180,7 @@ def test_float32_accuracy(op: str):
 @pytest.mark.parametrize("op", list(MATH))
 def test_float16_rounds_once(op: str):
     """float16 computes in float32 and rounds once: within 1 ulp of float16 (half an ulp plus the float32 error)."""
+    needs_dtype(None, dtypes.float16)
     ref_fn, x, _, _, zero_sign = MATH[op]
     with np.errstate(over="ignore"):
         x16 = _mix(x[::8], SPECIALS).astype(np.float16)
@@ -250,6 +252,7 @@ def test_math_on_python_device(op: str):
 
 
 def test_float64_inputs_compute_in_float64():
+    needs_dtype(None, dtypes.float64)
     x = np.array([-700.0, -1.0, 1e-10, 0.5, 1.0, 700.0, 1e5])
     for op, ref in (("exp", np.exp), ("log", np.log), ("sin", np.sin), ("cos", np.cos), ("tanh", np.tanh)):
         out = getattr(Tensor(x), op)()
@@ -297,6 +300,7 @@ EXACT_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 @pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16])
 @pytest.mark.parametrize("op", list(EXACT_UNARY))
 def test_exact_unary_floats(op: str, dtype: DType, device: str):
+    needs_dtype(device, dtype)
     with np.errstate(all="ignore"):
         x = EXACT_F.astype(NP[dtype])  # 1e30 is inf in float16
         want = EXACT_UNARY[op](x)
@@ -339,18 +343,22 @@ def test_round_half_to_even_and_decimals():
     np.testing.assert_allclose(Tensor(y).round(2).numpy(), np.round(y.astype(np.float64), 2), atol=1e-6)
 
 
-def test_float_predicates():
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16], ids=str)
+def test_float_predicates(dtype: DType):
+    needs_dtype(None, dtype)
     x = np.array([NAN, INF, -INF, 0.0, -0.0, 1.0, -1e38], np.float32)
-    for dtype in (dtypes.float32, dtypes.float16):
-        with np.errstate(over="ignore"):
-            xd = x.astype(NP[dtype])  # -1e38 is -inf in float16
-        t = Tensor(xd)
-        assert_exact(t.isnan(), np.isnan(xd), dtypes.bool)
-        assert_exact(t.isinf(), np.isinf(xd), dtypes.bool)
-        assert_exact(t.isinf(detect_negative=False), np.isposinf(xd), dtypes.bool)
-        assert_exact(t.isinf(detect_positive=False), np.isneginf(xd), dtypes.bool)
-        assert_exact(t.isinf(False, False), np.zeros(7, bool), dtypes.bool)
-        assert_exact(t.isfinite(), np.isfinite(xd), dtypes.bool)
+    with np.errstate(over="ignore"):
+        xd = x.astype(NP[dtype])  # -1e38 is -inf in float16
+    t = Tensor(xd)
+    assert_exact(t.isnan(), np.isnan(xd), dtypes.bool)
+    assert_exact(t.isinf(), np.isinf(xd), dtypes.bool)
+    assert_exact(t.isinf(detect_negative=False), np.isposinf(xd), dtypes.bool)
+    assert_exact(t.isinf(detect_positive=False), np.isneginf(xd), dtypes.bool)
+    assert_exact(t.isinf(False, False), np.zeros(7, bool), dtypes.bool)
+    assert_exact(t.isfinite(), np.isfinite(xd), dtypes.bool)
+
+
+def test_float_predicates_of_ints():
     i = Tensor([1, -2, 0])
     assert_exact(i.isnan(), [False] * 3, dtypes.bool)
     assert_exact(i.isinf(), [False] * 3, dtypes.bool)
@@ -358,6 +366,7 @@ def test_float_predicates():
 
 
 def test_logical_ops():
+    needs_dtype(None, dtypes.int64, dtypes.float64)
     a = np.array([0, 1, 2, 0, -3])
     b = np.array([0.0, 0.0, 5.0, 1.5, NAN])
     assert_exact(Tensor(a).logical_not(), np.logical_not(a), dtypes.bool)
@@ -496,6 +505,7 @@ def _div_inputs(dtype: DType) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 @pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16])
 def test_float_floordiv_mod_fmod_match_numpy(dtype: DType, device: str):
+    needs_dtype(device, dtype)
     a, b = _div_inputs(dtype)
     ta, tb = Tensor(a, device=device), Tensor(b, device=device)
     with np.errstate(all="ignore"):
@@ -527,6 +537,7 @@ def test_float_remainder_is_exact_for_large_quotients():
 
 
 def test_float_trunc_division_matches_torch():
+    needs_dtype(None, dtypes.float16)
     torch = pytest.importorskip("torch")
     for dtype in (dtypes.float32, dtypes.float16):
         a, b = _div_inputs(dtype)
@@ -537,6 +548,7 @@ def test_float_trunc_division_matches_torch():
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 @pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.int8, dtypes.int64, dtypes.uint8])
 def test_integer_division_family(dtype: DType, device: str):
+    needs_dtype(device, dtype)
     info = np.iinfo(NP[dtype])
     vals = [info.min, info.min + 1, -7, -6, -1, 0, 1, 5, 7, info.max]
     a = np.array([v for v in vals for _ in range(5)], dtype=np.int64)
@@ -557,6 +569,7 @@ def test_integer_division_family(dtype: DType, device: str):
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 def test_integer_division_by_zero_is_zero(device: str):
     """Integer // 0, % 0, fmod(., 0) and trunc division by 0 give 0 (numpy's answer; C would trap)."""
+    needs_dtype(device, dtypes.int64)
     a = Tensor([7, -7, 0, -(2**31)], device=device)
     z = Tensor([0, 0, 0, 0], device=device)
     for out in (a // z, a % z, a.fmod(z), a.div(z, rounding_mode="trunc"), a // 0, 7 // z, a % 0):
@@ -586,6 +599,7 @@ def test_integer_division_by_zero_does_not_crash_the_process():
 @pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16, dtypes.float64])
 def test_true_division_is_correctly_rounded(dtype: DType, device: str):
     """`/` is IEEE division (the FDIV op), not x * (1/y): -6/7 and friends round once, in every float dtype."""
+    needs_dtype(device, dtype)
     rng = np.random.default_rng(7)
     n = 64 if device == "PYTHON" else 4096
     np_dt = np.float64 if dtype is dtypes.float64 else NP[dtype]
@@ -631,13 +645,23 @@ def test_pow_special_values_match_numpy(device: str):
     assert_exact(Tensor(b, device=device) ** Tensor(e, device=device), want, dtypes.float32)
 
 
-def test_pow_accuracy_float32_and_float16():
+def _pow_inputs() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(9)
     b = np.concatenate([np.exp(rng.uniform(-40, 40, 2000)), -rng.integers(1, 30, 100)]).astype(np.float32)
     e = np.concatenate([rng.uniform(-3, 3, 2000), rng.integers(-20, 20, 100)]).astype(np.float32)
+    return b, e
+
+
+def test_pow_accuracy_float32():
+    b, e = _pow_inputs()
     with np.errstate(all="ignore"):
         want = np.power(b.astype(np.float64), e.astype(np.float64))
     assert_ulp((Tensor(b) ** Tensor(e)).numpy(), want, pow_ulp(Tensor(b), want))
+
+
+def test_pow_accuracy_float16():
+    needs_dtype(None, dtypes.float16)
+    b, e = _pow_inputs()
     with np.errstate(over="ignore"):
         b16, e16 = b[:500].astype(np.float16), (e[:500] / 2).astype(np.float16)
     with np.errstate(all="ignore"):
@@ -663,6 +687,7 @@ def test_pow_scalar_exponents():
 
 @pytest.mark.parametrize("device", [pytest.param("CPU", marks=pytest.mark.no_roundtrip), "PYTHON"])
 def test_integer_pow_is_exact_and_wraps(device: str):
+    needs_dtype(device, dtypes.int8)
     b = np.array([-3, -2, -1, 0, 1, 2, 3, 7, 10, 12], np.int32)
     e = np.array([0, 1, 2, 3, 5, 31, 30, 11, 9, 17], np.int32)
     t = Tensor(b, device=device)
@@ -814,6 +839,7 @@ BITWISE: dict[str, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] 
 @pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.uint8, dtypes.int8, dtypes.bool])
 @pytest.mark.parametrize("op", list(BITWISE))
 def test_bitwise_binary(op: str, dtype: DType, device: str):
+    needs_dtype(device, dtype)
     rng = np.random.default_rng(12)
     if dtype is dtypes.bool:
         a, b = rng.random((3, 4)) < 0.5, rng.random((1, 4)) < 0.5
@@ -839,6 +865,7 @@ def test_bitwise_reflected_and_scalars():
 
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 def test_bitwise_not(device: str):
+    needs_dtype(device, dtypes.uint8, dtypes.int8, dtypes.int64)
     for dtype in (dtypes.int32, dtypes.uint8, dtypes.int8, dtypes.int64):
         info = np.iinfo(NP[dtype])
         a = np.array([info.min, -1 if info.min < 0 else 1, 0, 5, info.max], NP[dtype])
@@ -850,6 +877,7 @@ def test_bitwise_not(device: str):
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 @pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.int8, dtypes.uint8, dtypes.int64])
 def test_shifts(dtype: DType, device: str):
+    needs_dtype(device, dtype)
     info = np.iinfo(NP[dtype])
     width = 8 * np.dtype(NP[dtype]).itemsize
     amounts = [0, 1, width - 1, width, width + 3] + ([-1] if info.min < 0 else [2])
@@ -898,6 +926,7 @@ CMP: dict[str, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = {
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 @pytest.mark.parametrize("op", list(CMP))
 def test_comparisons_broadcast_and_promote(op: str, device: str):
+    needs_dtype(device, dtypes.float16)
     t_fn, np_fn = CMP[op]
     f = np.array([[NAN, -0.0, 1.5, -INF], [INF, 0.0, 2.0, 3.0]], np.float32)
     i = np.array([[0], [2]], np.int32)
@@ -919,6 +948,7 @@ def test_reflected_comparisons():
 
 
 def test_where_scalar_and_tensor_mixes():
+    needs_dtype(None, dtypes.float16)
     c = Tensor([True, False, True])
     f16 = Tensor(np.array([1.5, 2.5, 3.5], np.float16))
     i32 = Tensor([1, 2, 3])
@@ -950,6 +980,10 @@ def test_maximum_minimum():
     assert_exact(Tensor(a).minimum(Tensor(b)), np.minimum(a, b), dtypes.float32)
     assert_exact(Tensor([1, 5]).maximum(2.5), [2.5, 5.0], dtypes.float32)
     assert_exact(Tensor([-(2**31), 0], dtype="int32").minimum(3), [-(2**31), 0], dtypes.int32)
+
+
+def test_maximum_minimum_uint8():
+    needs_dtype(None, dtypes.uint8)
     assert_exact(Tensor([0, 255], dtype="uint8").minimum(Tensor([1, 7], dtype="uint8")), [0, 7], dtypes.uint8)
 
 
@@ -965,10 +999,14 @@ def test_clamp_and_clip():
     assert_exact(t.clamp(2, 1), np.where(np.isnan(x), NAN, 1.0), dtypes.float32)  # min > max: all max (not NaN)
     assert_exact(Tensor([1, 5, 9]).clamp(2, 6), [2, 5, 6], dtypes.int32)
     assert_exact(Tensor([1, 5, 9]).clamp(2.5), [2.5, 5, 9], dtypes.float32)  # a float bound promotes, as in torch
-    assert_exact(Tensor(np.array([1, 5], np.float16)).clamp(2.0), [2.0, 5.0], dtypes.float16)
     lo, hi = Tensor([[0.0], [1.0]]), Tensor([0.5, 2.0, 2.5, 2.5, 2.5, 2.5, 2.5])
     want = np.minimum(np.maximum(x, [[0.0], [1.0]]), [0.5, 2.0, 2.5, 2.5, 2.5, 2.5, 2.5])
     assert_exact(t.clamp(lo, hi), np.where(np.isnan(x), NAN, want), dtypes.float32)
+
+
+def test_clamp_float16():
+    needs_dtype(None, dtypes.float16)
+    assert_exact(Tensor(np.array([1, 5], np.float16)).clamp(2.0), [2.0, 5.0], dtypes.float16)
 
 
 def test_lerp_matches_torch():
@@ -990,6 +1028,10 @@ def test_copysign():
     b = np.array([-0.0, 0.0, 1.0, -1.0, -2.0, -1.0, -NAN], np.float32)
     assert_exact(Tensor(a).copysign(Tensor(b)), np.copysign(a, b), dtypes.float32)
     assert_exact(Tensor([1, -2]).copysign(-1), [-1.0, -2.0], dtypes.float32)  # integers promote to float32
+
+
+def test_copysign_float16():
+    needs_dtype(None, dtypes.float16)
     h = np.array([1.5, -2.0], np.float16)
     assert_exact(Tensor(h).copysign(Tensor(np.array([-1.0, 3.0], np.float16))), [-1.5, 2.0], dtypes.float16)
 
@@ -999,6 +1041,7 @@ def test_copysign():
 
 
 def test_cast_shorthands():
+    needs_dtype(None, dtypes.int64, dtypes.int16, dtypes.float16, dtypes.float64, dtypes.uint8)
     t = Tensor([1.7, -1.7, 0.0])
     assert_exact(t.int(), [1, -1, 0], dtypes.int32)
     assert_exact(t.long(), [1, -1, 0], dtypes.int64)
@@ -1013,6 +1056,7 @@ def test_cast_shorthands():
 
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 def test_bitcast(device: str):
+    needs_dtype(device, dtypes.float16, dtypes.int16, dtypes.int64, dtypes.float64)
     f = np.array([1.0, -2.5, 0.0, -0.0, INF, NAN], np.float32)
     t = Tensor(f, device=device)
     assert_exact(t.bitcast(dtypes.int32), f.view(np.int32), dtypes.int32)
@@ -1056,6 +1100,7 @@ def test_inplace_operators(device: str):
 
 
 def test_inplace_casts_like_torch():
+    needs_dtype(None, dtypes.float16)
     h = Tensor(np.array([1.0, 2.0], np.float16)).realize()
     h += Tensor([0.5, 0.25])  # float32 operand: the result goes back to float16
     assert_exact(h, [1.5, 2.25], dtypes.float16)
@@ -1180,6 +1225,7 @@ ISCLOSE_CASES = [
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 @pytest.mark.parametrize("kwargs,np_dtype", ISCLOSE_CASES, ids=repr)
 def test_isclose_matches_torch(kwargs: dict, np_dtype: Any, device: str):
+    needs_dtype(device, getattr(dtypes, np.dtype(np_dtype).name))
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(5)
     a = rng.standard_normal((4, 6)).astype(np_dtype)
@@ -1231,6 +1277,7 @@ BITCAST_DTYPES = ["uint8", "int8", "int16", "float16", "int32", "uint32", "float
 @pytest.mark.parametrize("src", BITCAST_DTYPES)
 def test_bitcast_between_sizes_matches_numpy_view(src: str, device: str):
     # the last axis scales (numpy's .view and torch's view(dtype)); random bytes, NaN patterns too
+    needs_dtype(device, *(getattr(dtypes, d) for d in BITCAST_DTYPES))
     raw = np.random.default_rng(len(src)).integers(0, 256, (2, 16), dtype=np.uint8)
     a = raw.view(src)
     for dst in BITCAST_DTYPES:

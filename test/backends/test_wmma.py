@@ -17,7 +17,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch
 
 from zeptograd import Device, Tensor, dtypes
 from zeptograd.codegen import get_program
@@ -355,6 +354,7 @@ def test_fp16_matmul_of_a_transposed_view_on_gpu(device: str) -> None:
 
 def bf16(*shape: int) -> tuple[np.ndarray, np.ndarray]:
     """float32 values and those values rounded to bfloat16 (torch's conversion, the oracle's), as float64."""
+    torch = pytest.importorskip("torch")
     x = RNG.standard_normal(shape).astype(np.float32)
     return x, torch.from_numpy(x).bfloat16().double().numpy()
 
@@ -370,6 +370,7 @@ BF16_PLANS = [
 @pytest.mark.parametrize("plan", BF16_PLANS, ids=lambda p: "heuristic" if p is None else "-".join(map(str, p)))
 @pytest.mark.parametrize("out_dtype", [dtypes.float32, dtypes.bfloat16], ids=lambda d: d.name)
 def test_bfloat16_tc_plans_match_numpy(plan: list[Opt] | None, out_dtype) -> None:
+    torch = pytest.importorskip("torch")
     (a, a64), (b, b64) = bf16(64, 48), bf16(48, 32)
     x, y = Tensor(a, dtype="bfloat16", device="CPU"), Tensor(b, dtype="bfloat16", device="CPU")
     got, opts = emulated(x.matmul(y, dtype=out_dtype), plan)
@@ -404,6 +405,7 @@ def test_ptx_bfloat16_plan_runs_in_emulation() -> None:
 @pytest.mark.parametrize("device", ["CUDA", "PTX"])
 @pytest.mark.parametrize("shape", [(64, 32, 48), (256, 512, 128), (2, 256, 256, 256)], ids=str)
 def test_bfloat16_matmul_on_gpu(device: str, shape: tuple[int, ...]) -> None:
+    torch = pytest.importorskip("torch")
     if not Device.usable(device):
         pytest.skip(f"no usable {device} device here")
     *batch, m, n, k = shape

@@ -1,12 +1,12 @@
 """The PTX renderer and the PTX device.
 
-Without a GPU (CI): the kernels of test/test_cuda.py's representative op set (every claimed dtype, casts and bit
+Without a GPU (CI): the kernels of test_cuda.py's representative op set (every claimed dtype, casts and bit
 casts between every pair, the op families: reductions through shared memory, matmul, softmax, gathers, padding)
 are rendered as PTX and assembled by a standalone ptxas for sm_80 and sm_90. A test fails when ptxas rejects
 what zeptograd generated. They skip when no ptxas is installed (`pip install -e ".[test]"` brings one).
 
 With a GPU (`Device.usable("PTX")`): the same kernels run through the driver's PTX JIT and are compared with
-numpy, and the whole op suite runs with `DEVICE=PTX pytest test/test_tensor_*.py`.
+numpy, and the whole op suite runs with `DEVICE=PTX pytest test/ops/test_tensor_*.py`.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from zeptograd.runtime.buffer import buffer_for
 from zeptograd.schedule.kernelize import create_schedule
 from zeptograd.uop.ops import Ops
 
-PACKAGE = Path(__file__).parent.parent / "zeptograd"
+PACKAGE = Path(__file__).resolve().parents[2] / "zeptograd"
 # two machines, neither of them this one: their facts as /proc/cpuinfo and sysfs would give them
 AVX2_HOST = HostCPU(frozenset({"sse4_2", "avx", "avx2", "fma"}), l1_bytes=32 << 10, l2_bytes=512 << 10)
 AVX512_HOST = HostCPU(

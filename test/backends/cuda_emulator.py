@@ -11,7 +11,8 @@ What it checks: the CUDA C text (types, literals, casts, bit casts, math, shared
 geometry (`launch_dims`, the axis order) compute what numpy computes. What it cannot: the driver calls, NVRTC's
 own reading of the source (test_cuda.py compiles every kernel with NVRTC for that), and the GPU's speed.
 
-The op suite on it: `DEVICE=CUDA PYTHONPATH=.:test python -m pytest -p cuda_emulator test/test_tensor_*.py`.
+The op suite on it, from the repository root:
+`DEVICE=CUDA PYTHONPATH=.:test/backends python -m pytest -p cuda_emulator test/ops/test_tensor_*.py`.
 """
 
 from __future__ import annotations
@@ -190,6 +191,6 @@ def install() -> EmulatedCUDA:
 def pytest_configure(config: Any) -> None:
     """As a pytest plugin: the op suite on the emulated CUDA device, without a GPU (slow: g++ per kernel),
 
-    DEVICE=CUDA PYTHONPATH=.:test python -m pytest -p cuda_emulator -n 2 test/test_tensor_*.py
+    DEVICE=CUDA PYTHONPATH=.:test/backends python -m pytest -p cuda_emulator -n 2 test/ops/test_tensor_*.py
     """
     install()

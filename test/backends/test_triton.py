@@ -7,7 +7,7 @@ that); and what they compute is checked against numpy by running them in Triton'
 (`pip install -e ".[triton]"`).
 
 With a GPU (`Device.usable("TRITON")`): the op families run on it against numpy. The whole op suite runs with
-`DEVICE=TRITON pytest test/test_tensor_*.py`.
+`DEVICE=TRITON pytest test/ops/test_tensor_*.py`.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_compile_error_has_source() -> None:
 
 def interpreted(out: Tensor) -> np.ndarray:
     """`out` computed by its kernels rendered for Triton and run in Triton's interpreter, on host buffers."""
-    import torch
+    torch = pytest.importorskip("torch")  # the interpreter's buffers are torch tensors
     from triton_interpreter import load_interpreted
 
     from zeptograd.runtime.buffer import buffer_for
