@@ -12,8 +12,6 @@ thousands of graphs add about 5 s to the suite.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from zeptograd.helpers import Context
@@ -59,12 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With `DEVICE` naming another compiled device (`DEVICE=LLVM pytest ...`), the tests parametrized over the
     CPU device run on that device instead (their ids still say CPU): the op suite runs on any backend. A device
-    that cannot run here (`DEVICE=WEBGPU` without a Vulkan driver) skips every test, saying what to install.
-
-    The unit tests run first: z3 aborts in a process that has loaded Mesa's Vulkan driver (the WEBGPU device on
-    lavapipe), so each worker finishes the z3 proofs before it runs a device test."""
-    unit = Path(__file__).parent / "unit"
-    items.sort(key=lambda item: not item.path.is_relative_to(unit))  # stable: the order within each part is kept
+    that cannot run here (`DEVICE=WEBGPU` without a Vulkan driver) skips every test, saying what to install."""
     from zeptograd.runtime.device import Device, DeviceUnavailable
 
     target = Device.DEFAULT

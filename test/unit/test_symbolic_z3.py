@@ -281,7 +281,18 @@ def test_z3_finds_counterexamples_to_false_laws(law: str, hyps: list[Any], goal:
     assert verdict == "refuted", f"{law}: {verdict}"
 
 
+def _mesa_vulkan_loaded() -> bool:
+    """Has this process loaded Mesa's Vulkan driver (lavapipe, by a WEBGPU test)? z3 then aborts reading a
+    numeral's value (SIGABRT in Z3_get_numeral_string and Z3_get_numeral_int64)."""
+    try:
+        return "libvulkan_lvp" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
+
 def test_z3_translation_matches_the_evaluator():
+    if _mesa_vulkan_loaded():
+        pytest.skip("z3 aborts reading numerals in a process that has loaded Mesa's Vulkan driver (lavapipe)")
     """The z3 terms agree with the reference evaluator on random trees and points (the translation is
     checked, so a proof is a proof about the semantics the property tests use)."""
     rng = random.Random(99)
