@@ -18,6 +18,10 @@ import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zeptograd.renderer import Renderer
 
 
 @dataclass(frozen=True)
@@ -107,3 +111,18 @@ def _cache_bytes(level: int, default: int) -> int:
         except (OSError, ValueError):
             continue
     return default
+
+
+def take_host(renderer: Renderer, host: HostCPU | None) -> HostCPU:
+    """Give a CPU renderer the facts of `host` (None: this host's, read once) that the planner reads of it.
+
+    >>> from zeptograd.renderer import Renderer
+    >>> take_host(Renderer(), HostCPU(frozenset({"avx2", "fma"}), l1_bytes=48 << 10)).l1_bytes
+    49152
+    """
+    host = HostCPU.read() if host is None else host
+    if not isinstance(host, HostCPU):
+        raise TypeError(f"a renderer's host is a HostCPU, got {type(host).__name__}")
+    renderer.vector_registers = host.vector_registers
+    renderer.l1_bytes, renderer.l2_bytes = host.l1_bytes, host.l2_bytes
+    return host

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from zeptograd.dtype import DType, PtrDType, dtypes, truncate
 from zeptograd.renderer import Renderer
 from zeptograd.renderer.cstyle import MATH_FUNCTIONS, vector_lanes
-from zeptograd.renderer.host import HostCPU
+from zeptograd.renderer.host import HostCPU, take_host
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 
 LLVM_TYPES: dict[DType, str] = {
@@ -117,11 +117,7 @@ class LLVMRenderer(Renderer):
     runs_on_cpu = True
 
     def __init__(self, host: HostCPU | None = None) -> None:
-        self.host = HostCPU.read() if host is None else host
-        if not isinstance(self.host, HostCPU):
-            raise TypeError(f"a renderer's host is a HostCPU, got {type(self.host).__name__}")
-        self.vector_registers = self.host.vector_registers
-        self.l1_bytes, self.l2_bytes = self.host.l1_bytes, self.host.l2_bytes
+        self.host = take_host(self, host)
         self.vector_lanes = vector_lanes(self.host)
 
     def supported_dtypes(self) -> frozenset[DType]:
