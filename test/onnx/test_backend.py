@@ -1,0 +1,30 @@
+"""ONNX's conformance suite (onnx.backend.test) run on zeptograd's ONNX backend.
+
+Every case runs except those in EXCLUDED, each with the reason zeptograd cannot run it at all; EXPECTED_FAILURES
+lists the cases that run and fail today, with what is missing, as strict expected failures (a case that starts
+passing fails the run until it leaves the list).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("onnx")
+import onnx.backend.test
+
+from zeptograd.onnx.backend import ZeptogradBackend
+
+# pattern (a regular expression on the test name) -> why zeptograd cannot run those cases
+EXCLUDED: dict[str, str] = {
+    r"^test_.*_cuda$": "the CUDA variants: the suite runs on the CPU",
+    r"^OnnxBackendRealModelTest": "the real models are downloaded from the internet",
+}
+# pattern -> what zeptograd lacks for it
+EXPECTED_FAILURES: dict[str, str] = {}
+
+backend_test = onnx.backend.test.BackendTest(ZeptogradBackend, __name__)
+for pattern in EXCLUDED:
+    backend_test.exclude(pattern)
+for pattern in EXPECTED_FAILURES:
+    backend_test.xfail(pattern)
+globals().update(backend_test.test_cases)

@@ -1,0 +1,3 @@
+"""ONNX ops: control."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""ONNX ops: nn."""
+
+from __future__ import annotations
