@@ -16,11 +16,29 @@ from zeptograd.onnx.backend import ZeptogradBackend
 
 # pattern (a regular expression on the test name) -> why zeptograd cannot run those cases
 EXCLUDED: dict[str, str] = {
-    r"^test_.*_cuda$": "the CUDA variants: the suite runs on the CPU",
-    r"^OnnxBackendRealModelTest": "the real models are downloaded from the internet",
+    # the suite
+    r"_cuda$": "the CUDA variants: the suite runs on the CPU",
+    #
+    # elementwise, reductions, casts, quantization
+    #
+    # shapes, indexing, creation, sorting
+    #
+    # convolutions, pooling, normalization, attention, losses, resizing
+    #
+    # control flow, sequences, recurrent networks, signal processing
+    #
 }
 # pattern -> what zeptograd lacks for it
-EXPECTED_FAILURES: dict[str, str] = {}
+EXPECTED_FAILURES: dict[str, str] = {
+    # elementwise, reductions, casts, quantization
+    #
+    # shapes, indexing, creation, sorting
+    #
+    # convolutions, pooling, normalization, attention, losses, resizing
+    #
+    # control flow, sequences, recurrent networks, signal processing
+    #
+}
 
 backend_test = onnx.backend.test.BackendTest(ZeptogradBackend, __name__)
 for pattern in EXCLUDED:
