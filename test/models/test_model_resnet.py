@@ -1,8 +1,9 @@
-"""The ResNets of the model suite against the same ResNets in torch (written here with torch.nn as torchvision
-writes them; torchvision itself is not needed), weights and BatchNorm buffers copied in: in training mode the
-output, every gradient and the losses of five optimizer steps (BatchNorm normalizing with the batch's statistics),
-then the running statistics those steps left, then the eval-mode output (BatchNorm with the running statistics).
-ResNet-18 (BasicBlock) and ResNet-50 (Bottleneck), each with the CIFAR and the ImageNet stem, at tiny widths."""
+"""The ResNets of the model suite against the same ResNets in torch (zeptograd/examples/torch_models.py:
+torch.nn as torchvision writes them; torchvision itself is not needed), weights and BatchNorm buffers copied in:
+in training mode the output, every gradient and the losses of five optimizer steps (BatchNorm normalizing with the
+batch's statistics), then the running statistics those steps left, then the eval-mode output (BatchNorm with the
+running statistics). ResNet-18 (BasicBlock) and ResNet-50 (Bottleneck), each with the CIFAR and the ImageNet stem,
+at tiny widths."""
 
 from __future__ import annotations
 
@@ -11,94 +12,13 @@ import pytest
 from model_oracle import check_against_torch, copy_weights, cross_entropy, torch
 
 from zeptograd import Tensor
+from zeptograd.examples.torch_models import TorchBasicBlock, TorchBottleneck, TorchResNet
 from zeptograd.helpers import Context
 from zeptograd.models.resnet import ResNet, resnet18, resnet50
 from zeptograd.nn.state import get_state_dict
 
-tnn = torch.nn
 # a model's graphs are thousands of nodes: the pyrender round trip of every graph built (conftest) is the IR tests'
 pytestmark = pytest.mark.no_roundtrip
-
-
-def conv(cin: int, cout: int, k: int, stride: int = 1) -> tnn.Conv2d:
-    return tnn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False)
-
-
-class TorchBasicBlock(tnn.Module):
-    expansion = 1
-
-    def __init__(self, cin: int, planes: int, stride: int = 1):
-        super().__init__()
-        self.conv1, self.bn1 = conv(cin, planes, 3, stride), tnn.BatchNorm2d(planes)
-        self.conv2, self.bn2 = conv(planes, planes, 3), tnn.BatchNorm2d(planes)
-        self.relu = tnn.ReLU()
-        self.downsample = None
-        if stride != 1 or cin != planes:
-            self.downsample = tnn.Sequential(conv(cin, planes, 1, stride), tnn.BatchNorm2d(planes))
-
-    def forward(self, x):
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return self.relu(out + (x if self.downsample is None else self.downsample(x)))
-
-
-class TorchBottleneck(tnn.Module):
-    expansion = 4
-
-    def __init__(self, cin: int, planes: int, stride: int = 1):
-        super().__init__()
-        self.conv1, self.bn1 = conv(cin, planes, 1), tnn.BatchNorm2d(planes)
-        self.conv2, self.bn2 = conv(planes, planes, 3, stride), tnn.BatchNorm2d(planes)
-        self.conv3, self.bn3 = conv(planes, planes * 4, 1), tnn.BatchNorm2d(planes * 4)
-        self.relu = tnn.ReLU()
-        self.downsample = None
-        if stride != 1 or cin != planes * 4:
-            self.downsample = tnn.Sequential(conv(cin, planes * 4, 1, stride), tnn.BatchNorm2d(planes * 4))
-
-    def forward(self, x):
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        return self.relu(out + (x if self.downsample is None else self.downsample(x)))
-
-
-class TorchResNet(tnn.Module):
-    """torchvision.models.ResNet's modules and forward, with the CIFAR stem as an option."""
-
-    def __init__(self, block, layers, num_classes: int, stem: str, width: int):
-        super().__init__()
-        self.conv1 = conv(3, width, 7, 2) if stem == "imagenet" else conv(3, width, 3)
-        self.bn1 = tnn.BatchNorm2d(width)
-        self.relu = tnn.ReLU()
-        self.maxpool = tnn.MaxPool2d(3, 2, 1) if stem == "imagenet" else tnn.Identity()
-        cin = width
-        for i, n in enumerate(layers):
-            planes, blocks = width * 2**i, []
-            for j in range(n):
-                blocks.append(block(cin, planes, (1 if i == 0 else 2) if j == 0 else 1))
-                cin = planes * block.expansion
-            setattr(self, f"layer{i + 1}", tnn.Sequential(*blocks))
-        self.avgpool = tnn.AdaptiveAvgPool2d(1)
-        self.fc = tnn.Linear(cin, num_classes)
-        # torchvision's init of the convolutions (kaiming-normal by fan-out), and BatchNorm's affine parameters and
-        # buffers away from their 1/0 defaults so that a swapped or ignored one shows; each block's last BatchNorm
-        # scaled small (as torchvision's zero_init_residual, not quite zero): a deep stack of residual branches at
-        # full scale makes a few training steps chaotic (float32 and float64 torch runs part in the loss)
-        with torch.no_grad():
-            for name, m in self.named_modules():
-                if isinstance(m, tnn.Conv2d):
-                    tnn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-                if isinstance(m, tnn.BatchNorm2d):
-                    last = name.endswith(("bn2", "bn3")) and name.endswith(f"bn{2 if block is TorchBasicBlock else 3}")
-                    m.weight.uniform_(0.1, 0.3) if last else m.weight.uniform_(0.5, 1.5)
-                    m.bias.uniform_(-0.5, 0.5)
-                    m.running_mean.normal_(0.0, 0.2)
-                    m.running_var.uniform_(0.5, 1.5)
-
-    def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
 ARCHS = {"resnet18": (resnet18, TorchBasicBlock, (2, 2, 2, 2)), "resnet50": (resnet50, TorchBottleneck, (3, 4, 6, 3))}
