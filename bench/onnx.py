@@ -24,10 +24,10 @@ import numpy as np
 os.environ.setdefault("ZEPTOGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="zeptograd-bench-"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import torch  # noqa: E402
+import torch
 
-from zeptograd.examples.onnx_resnet import export, onnxruntime_session, timed, zeptograd_session  # noqa: E402
-from zeptograd.examples.torch_models import torch_encoder, torch_resnet  # noqa: E402
+from zeptograd.examples.onnx_resnet import export, onnxruntime_session, timed, zeptograd_session
+from zeptograd.examples.torch_models import torch_encoder, torch_resnet
 
 
 def models(quick: bool) -> dict[str, tuple[torch.nn.Module, tuple[int, ...]]]:
