@@ -28,6 +28,7 @@ import numpy as np
 
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import ArgumentError
+from zeptograd.nn.gguf import gguf_load
 from zeptograd.tensor import Tensor
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "safe_save",
     "safe_load",
     "safe_load_metadata",
+    "gguf_load",
 ]
 
 # objects whose attributes are not model state: classes, modules and functions have a __dict__ too
