@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from zeptograd import Device, Tensor, dtypes
+from zeptograd import Device, dtypes
 from zeptograd.helpers import ArgumentError
 from zeptograd.nn import gguf as gguf_module
 from zeptograd.nn.state import gguf_load
@@ -41,8 +41,8 @@ PLAIN = {
     Q.I32: (np.int32, dtypes.int32),
     Q.I64: (np.int64, dtypes.int64),
 }
-# outer shapes (rows) and the blocks per row: 2-D and 3-D, dims not all equal
-SHAPES = [((3,), 2), ((2, 3), 1), ((1,), 1), ((2, 1), 3)]
+# outer shapes (rows) and the blocks per row: 1-D, 2-D and 3-D, dims not all equal
+SHAPES = [((3,), 2), ((2, 3), 1), ((1,), 1), ((2, 1), 3), ((), 2)]
 
 
 def random_blocks(qtype: gguf.GGMLQuantizationType, rows: tuple[int, ...], nblocks: int, rng) -> np.ndarray:
@@ -50,7 +50,9 @@ def random_blocks(qtype: gguf.GGMLQuantizationType, rows: tuple[int, ...], nbloc
     (normal and subnormal float16s of either sign)."""
     nbytes = gguf.GGML_QUANT_SIZES[qtype][1]
     raw = rng.integers(0, 256, size=(*rows, nblocks, nbytes), dtype=np.uint8)
-    scales = (rng.standard_normal((*rows, nblocks, 2)) * np.array([1.0, 1e-6])).astype(np.float16)
+    scales = rng.standard_normal((*rows, nblocks, 2))
+    scales[rng.random(scales.shape) < 0.2] *= 1e-6  # some subnormal
+    scales = scales.astype(np.float16)
     if qtype == Q.Q8_K:
         raw[..., 0:4] = rng.standard_normal((*rows, nblocks, 1)).astype("<f4").view(np.uint8)
     for i, at in enumerate(F16_FIELDS.get(qtype, ())):
@@ -186,6 +188,16 @@ def test_bf16_exact(tmp_path):
     np.testing.assert_array_equal(out.float().numpy(), gguf.quants.dequantize(t.data, Q.BF16))
 
 
+def test_empty_tensors(tmp_path):
+    path = tmp_path / "empty.gguf"
+    write(path, {"e": (np.zeros((0, 3), np.float32), None), "s": (np.zeros((2, 0, 4), np.float16), None)})
+    _, tensors = gguf_load(path)
+    for t in gguf.GGUFReader(str(path)).tensors:
+        out = tensors[t.name]
+        assert out.shape == t.data.shape and out.numpy().shape == t.data.shape
+        assert out.dtype == (dtypes.float32 if t.name == "e" else dtypes.float16)
+
+
 def check_quantized(path, expected_types) -> None:
     """Every tensor of the file against gguf.quants.dequantize of the reader's bytes: float32, the same shape,
     equal to within one float32 rounding of the larger term (a compiler may fuse x * d + m into one fma)."""
@@ -209,7 +221,7 @@ def test_block_formats_random_bytes(tmp_path, qtype):
     tensors = {f"t{i}": (random_blocks(qtype, rows, nb, rng), qtype) for i, (rows, nb) in enumerate(SHAPES)}
     path = tmp_path / f"{qtype.name}.gguf"
     write(path, tensors)
-    check_quantized(path, {name: qtype for name in tensors})
+    check_quantized(path, dict.fromkeys(tensors, qtype))
 
 
 @pytest.mark.parametrize("qtype", QUANTIZABLE, ids=lambda q: q.name)

@@ -264,7 +264,7 @@ _TYPES: dict[int, _Plain | _Blocks] = {
     15: _Blocks(256, 292, _q8_k),
 }
 
-SUPPORTED_TYPES = tuple(_TYPE_NAMES[t] for t in sorted(_TYPES))
+_SUPPORTED = tuple(_TYPE_NAMES[t] for t in sorted(_TYPES))
 
 # *** reading the file ***
 
@@ -344,7 +344,7 @@ def _spec(info: _TensorInfo, path: str) -> _Plain | _Blocks:
         name = _TYPE_NAMES.get(info.type, f"unknown type {info.type}")
         raise ArgumentError(
             f"{_OP}: tensor {info.name!r} in {path} has GGML type {name}, which is not supported "
-            f"(supported: {', '.join(SUPPORTED_TYPES)})"
+            f"(supported: {', '.join(_SUPPORTED)})"
         )
     return spec
 
