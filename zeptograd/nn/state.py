@@ -15,6 +15,8 @@ A model is any object: `get_state_dict` walks its attributes, lists and tuples (
 (their keys), as tinygrad does, so the names match PyTorch's for the same structure ("layers.0.weight").
 Files use the safetensors format through the `safetensors` package (imported when a file is read or
 written), so PyTorch and other frameworks read what zeptograd writes and the other way round.
+`gguf_load` reads llama.cpp's GGUF files (zeptograd.nn.gguf, no package needed), quantized tensors dequantized
+by Tensor ops.
 """
 
 from __future__ import annotations
