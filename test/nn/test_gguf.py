@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from zeptograd import Device, dtypes
+from zeptograd import Device, GlobalCounters, dtypes
 from zeptograd.helpers import ArgumentError
 from zeptograd.nn import gguf as gguf_module
 from zeptograd.nn.state import gguf_load
@@ -290,6 +290,18 @@ def test_reads_only_each_tensors_bytes(tmp_path, monkeypatch):
     assert tensors["a"].shape == (2, 512) and tensors["b"].shape == (3, 2)
 
 
+def test_dequantization_is_lazy_device_work(tmp_path):
+    # loading runs no kernel; realizing a K-quant tensor runs its dequantization as one fused kernel
+    rng = np.random.default_rng(9)
+    path = tmp_path / "lazy.gguf"
+    write(path, {"w": (random_blocks(Q.Q4_K, (4,), 2, rng), Q.Q4_K)})
+    GlobalCounters.reset()
+    _, tensors = gguf_load(path)
+    assert GlobalCounters.kernel_count == 0
+    tensors["w"].realize()
+    assert GlobalCounters.kernel_count == 1
+
+
 @pytest.mark.parametrize("device", ["PYTHON", "LLVM"])
 def test_other_devices(tmp_path, device):
     if not Device.usable(device):
@@ -358,6 +370,17 @@ def test_bad_versions(tmp_path):
         gguf_load(big)
 
 
+def test_duplicate_key(tmp_path):
+    # the writer cannot write a key twice: write "k1" and "k2", then rename the second to "k1"
+    path = tmp_path / "dup.gguf"
+    write(path, {}, {"k1": (1, V.UINT8), "k2": (2, V.UINT8)})
+    raw = path.read_bytes()
+    assert raw.count(b"k2") == 1
+    path.write_bytes(raw.replace(b"k2", b"k1"))
+    with pytest.raises(ArgumentError, match=rf"gguf_load: {path} has the metadata key 'k1' twice"):
+        gguf_load(path)
+
+
 def test_unsupported_type_refused_by_name(tmp_path):
     path = tmp_path / "iq.gguf"
     nbytes = gguf.GGML_QUANT_SIZES[Q.IQ4_NL][1]
@@ -366,12 +389,31 @@ def test_unsupported_type_refused_by_name(tmp_path):
         gguf_load(path)
 
 
+def gguf_string(text: str) -> bytes:
+    return struct.pack("<Q", len(text)) + text.encode()
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (struct.pack("<IIQ", 9, 4, 2**40), r"metadata 'k' is an array of 1099511627776 elements of type UINT32"),
+        (struct.pack("<IIQ", 9, 8, 2**61), r"metadata 'k' is an array of 2305843009213693952 elements of type STR"),
+        (struct.pack("<IQ", 8, 2**50), r"is truncated: metadata 'k' needs 1125899906842624 bytes"),
+        (struct.pack("<II", 13, 0), r"metadata 'k' has an unknown value type 13"),
+        (struct.pack("<IIQ", 9, 13, 1), r"metadata 'k' is an array of an unknown value type 13"),
+    ],
+)
+def test_corrupt_metadata(tmp_path, entry, message):
+    # hand-made: one metadata entry "k" whose type or count is wrong, and a few bytes after it
+    path = tmp_path / "corrupt.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("k") + entry + bytes(64))
+    with pytest.raises(ArgumentError, match=f"gguf_load: {path}.*{message}"):
+        gguf_load(path)
+
+
 def test_row_not_whole_blocks(tmp_path):
     # ggml never writes this; hand-made: a Q8_0 tensor whose innermost dim (48) is not a multiple of 32
-    def s(text: str) -> bytes:
-        return struct.pack("<Q", len(text)) + text.encode()
-
-    head = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + s("w") + struct.pack("<IQQIQ", 2, 48, 2, 8, 0)
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + gguf_string("w") + struct.pack("<IQQIQ", 2, 48, 2, 8, 0)
     path = tmp_path / "rows.gguf"
     path.write_bytes(head + bytes(-len(head) % 32) + bytes(34 * 3))
     with pytest.raises(ArgumentError, match=r"innermost dim \(48\) must be a multiple of the block size 32"):

@@ -53,6 +53,12 @@ _SCALARS = {
     12: ("FLOAT64", "d"),
 }
 _STRING, _ARRAY = 8, 9
+
+
+def _value_type_name(vtype: int) -> str:
+    return _SCALARS[vtype][0] if vtype in _SCALARS else {_STRING: "STRING", _ARRAY: "ARRAY"}[vtype]
+
+
 # the fewest bytes one element of an array can take: bounds a count against what is left of the file
 _MIN_SIZE = {**{k: struct.calcsize("<" + f) for k, (_, f) in _SCALARS.items()}, _STRING: 8, _ARRAY: 12}
 
@@ -322,7 +328,7 @@ class _Reader:
         if count * _MIN_SIZE[etype] > self.size - self.f.tell():
             raise ArgumentError(
                 f"{_OP}: {self.path} is truncated: {what} is an array of {count} elements of type "
-                f"{_SCALARS.get(etype, ('STRING' if etype == _STRING else 'ARRAY',))[0]}, more than the file holds"
+                f"{_value_type_name(etype)}, more than the file holds"
             )
         if etype in _SCALARS:  # numbers in one read
             fmt = _SCALARS[etype][1]
@@ -380,6 +386,8 @@ def _header(path: str) -> tuple[dict[str, Any], list[_TensorInfo], int, int]:
         for i in range(n_kv):
             key = r.string(f"metadata key {i}")
             vtype = r.scalar("I", f"the value type of metadata {key!r}")
+            if key in metadata:
+                raise ArgumentError(f"{_OP}: {path} has the metadata key {key!r} twice")
             metadata[key] = r.value(vtype, f"metadata {key!r}")
         infos: list[_TensorInfo] = []
         for i in range(n_tensors):
