@@ -15,6 +15,8 @@ A model is any object: `get_state_dict` walks its attributes, lists and tuples (
 (their keys), as tinygrad does, so the names match PyTorch's for the same structure ("layers.0.weight").
 Files use the safetensors format through the `safetensors` package (imported when a file is read or
 written), so PyTorch and other frameworks read what zeptograd writes and the other way round.
+`gguf_load` reads llama.cpp's GGUF files (zeptograd.nn.gguf, no package needed), quantized tensors dequantized
+by Tensor ops.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import ArgumentError
+from zeptograd.nn.gguf import gguf_load
 from zeptograd.tensor import Tensor
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "safe_save",
     "safe_load",
     "safe_load_metadata",
+    "gguf_load",
 ]
 
 # objects whose attributes are not model state: classes, modules and functions have a __dict__ too
