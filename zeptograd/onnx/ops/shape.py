@@ -158,19 +158,20 @@ def identity(x: Any) -> Any:
 
 
 def _reshaped(data: Tensor, shape: list[int], allowzero: int) -> Tensor:
+    given = list(shape)
     if not allowzero:
         if any(s == 0 and i >= data.ndim for i, s in enumerate(shape)):
-            raise ValueError(f"shape {shape} copies an axis (0) that data of shape {data.shape} lacks")
+            raise ValueError(f"shape {given} copies an axis (0) that data of shape {data.shape} lacks")
         shape = [data.shape[i] if s == 0 else s for i, s in enumerate(shape)]
-    if shape.count(-1) > 1:
-        raise ValueError(f"shape {shape} has more than one -1")
+    if shape.count(-1) > 1 or any(s < -1 for s in shape):
+        raise ValueError(f"shape {given} has more than one -1 or a negative size")
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
-        if known == 0:
-            raise ValueError(f"shape {shape} cannot infer -1 next to a 0 for data of shape {data.shape}")
+        if known == 0 or data.numel() % known:
+            raise ValueError(f"cannot reshape data of shape {data.shape} to {given}")
         shape = [data.numel() // known if s == -1 else s for s in shape]
     if math.prod(shape) != data.numel():
-        raise ValueError(f"cannot reshape data of shape {data.shape} to {shape}")
+        raise ValueError(f"cannot reshape data of shape {data.shape} to {given}")
     return data.reshape(shape)
 
 
