@@ -338,3 +338,8 @@ def test_reshape_errors_name_the_node():
         _run(_model("Reshape", inputs, 1, 14), inputs)
     _check("Reshape", {"x": X3, "s": _i64(0, -1)}, 14)
     _check("Reshape", {"x": np.zeros((0, 3), np.float32), "s": _i64(3, 0)}, 14, allowzero=1)
+
+
+def test_slice_of_an_empty_axis_backwards():
+    x = np.zeros((0, 3), np.float32)
+    _check("Slice", {"x": x, "s": _i64(-1, 2), "e": _i64(I64_MIN, 0), "a": _i64(0, 1), "t": _i64(-1, -1)}, 13)

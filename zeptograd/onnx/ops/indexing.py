@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import dtypes
+from zeptograd.dtype import NARROW_FLOATS, dtypes
 from zeptograd.onnx.dtypes import to_numpy
 from zeptograd.onnx.registry import onnx_op
 from zeptograd.tensor import Tensor
@@ -217,7 +217,7 @@ def unique(x: Tensor, *, axis: int | None = None, sorted: int = 1, ctx: Any) -> 
     """Unique: x's distinct elements (or slices along axis), the first index of each, the inverse and the counts."""
     # every output's shape is a count of distinct values: data, so x is read back and compared in numpy
     array = to_numpy(x)
-    if array.dtype.kind == "V" or array.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+    if x.dtype in NARROW_FLOATS:
         array = array.astype(np.float32)  # every narrow float is a float32 exactly
     ax = None if axis is None else _axis(axis, x.ndim)
     _, first, inverse, counts = np.unique(array, return_index=True, return_inverse=True, return_counts=True, axis=ax)

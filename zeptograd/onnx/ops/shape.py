@@ -369,6 +369,8 @@ def _sliced(
         if step > 0:
             start, end = min(max(start, 0), dim), min(max(end, 0), dim)
             index[ax] = slice(start, end, step)
+        elif dim == 0:
+            index[ax] = slice(0, 0)
         else:
             start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
             # end -1 means "through index 0", which a Python slice spells None
