@@ -343,3 +343,27 @@ def test_reshape_errors_name_the_node():
 def test_slice_of_an_empty_axis_backwards():
     x = np.zeros((0, 3), np.float32)
     _check("Slice", {"x": x, "s": _i64(-1, 2), "e": _i64(I64_MIN, 0), "a": _i64(0, 1), "t": _i64(-1, -1)}, 13)
+
+
+OPS = (
+    "Constant ConstantOfShape Shape Size Reshape Flatten Transpose Squeeze Unsqueeze Concat Split Slice Gather "
+    "GatherElements GatherND Scatter ScatterElements ScatterND TensorScatter Expand Tile Range Pad Identity Trilu "
+    "OneHot Compress NonZero Unique TopK DepthToSpace SpaceToDepth EyeLike ReverseSequence CenterCropPad Det Upsample"
+).split()
+
+
+def test_every_opset_of_these_ops_is_served_with_its_attributes_and_inputs():
+    import inspect
+
+    from zeptograd.onnx.registry import lookup
+
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain or schema.name not in OPS:
+            continue
+        impl = lookup("", schema.name, schema.since_version)
+        assert impl is not None, (schema.name, schema.since_version)
+        assert set(schema.attributes) <= impl.attributes, (schema.name, schema.since_version)
+        params = inspect.signature(impl.fn).parameters.values()
+        positional = [p for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        variadic = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+        assert variadic or len(positional) >= len(schema.inputs), (schema.name, schema.since_version)
