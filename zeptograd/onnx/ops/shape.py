@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import dtypes
-from zeptograd.onnx.dtypes import onnx_dtype
+from zeptograd.dtype import NARROW_FLOATS, dtypes, np_dtype
+from zeptograd.onnx.dtypes import from_numpy, onnx_dtype
 from zeptograd.onnx.registry import onnx_op
 from zeptograd.tensor import Tensor
 
@@ -84,8 +84,6 @@ def _sparse_constant(sparse: Any, ctx: Any) -> Tensor:
         dense[tuple(indices.T)] = values
     else:
         dense.reshape(-1)[indices] = values
-    from zeptograd.onnx.dtypes import from_numpy
-
     return from_numpy(dense, dt, ctx.runner.device)
 
 
@@ -116,16 +114,20 @@ def eye_like(x: Tensor, *, dtype: int | None = None, k: int = 0) -> Tensor:
 def range_(start: Tensor, limit: Tensor, delta: Tensor, *, stash_type: int = 1, ctx: Any) -> Tensor:
     """Range: start + i * delta for i in [0, max(ceil((limit - start) / delta), 0))."""
     # the length is the value of the inputs and the output keeps start's dtype: they are read here (not as static
-    # inputs, which would lose the dtype), three scalars
+    # inputs, which would lose the dtype), three scalars; the values are then known, so they are built on the host
     lo, hi, step = (_scalar(ctx.static(v), v) for v in (start, limit, delta))
     if step == 0:
         raise ctx.error("delta must not be 0")
     n = max(math.ceil((hi - lo) / step), 0)
     dt = start.dtype
-    if dtypes.is_float(dt):
-        # in float64 like numpy's arange, then rounded once to the output's dtype
-        return (Tensor.arange(n, dtype=dtypes.float64, device=start.device) * step + lo).cast(dt)
-    return Tensor.arange(n, dtype=dt, device=start.device) * step + lo
+    # like numpy's arange: in float64 (or int64), then rounded once to the output's dtype
+    values = np.arange(n, dtype=np.float64 if dtypes.is_float(dt) else np.int64) * step + lo
+    if dt in NARROW_FLOATS:
+        import ml_dtypes
+
+        names = {dtypes.bfloat16: "bfloat16", dtypes.fp8e4m3: "float8_e4m3fn", dtypes.fp8e5m2: "float8_e5m2"}
+        return from_numpy(values.astype(getattr(ml_dtypes, names[dt])), dt, start.device)
+    return from_numpy(values.astype(np_dtype(dt)), dt, start.device)
 
 
 def _scalar(value: Any, t: Tensor) -> float | int:
