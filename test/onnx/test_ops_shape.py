@@ -345,11 +345,45 @@ def test_slice_of_an_empty_axis_backwards():
     _check("Slice", {"x": x, "s": _i64(-1, 2), "e": _i64(I64_MIN, 0), "a": _i64(0, 1), "t": _i64(-1, -1)}, 13)
 
 
-OPS = (
-    "Constant ConstantOfShape Shape Size Reshape Flatten Transpose Squeeze Unsqueeze Concat Split Slice Gather "
-    "GatherElements GatherND Scatter ScatterElements ScatterND TensorScatter Expand Tile Range Pad Identity Trilu "
-    "OneHot Compress NonZero Unique TopK DepthToSpace SpaceToDepth EyeLike ReverseSequence CenterCropPad Det Upsample"
-).split()
+OPS = [
+    "Constant",
+    "ConstantOfShape",
+    "Shape",
+    "Size",
+    "Reshape",
+    "Flatten",
+    "Transpose",
+    "Squeeze",
+    "Unsqueeze",
+    "Concat",
+    "Split",
+    "Slice",
+    "Gather",
+    "GatherElements",
+    "GatherND",
+    "Scatter",
+    "ScatterElements",
+    "ScatterND",
+    "TensorScatter",
+    "Expand",
+    "Tile",
+    "Range",
+    "Pad",
+    "Identity",
+    "Trilu",
+    "OneHot",
+    "Compress",
+    "NonZero",
+    "Unique",
+    "TopK",
+    "DepthToSpace",
+    "SpaceToDepth",
+    "EyeLike",
+    "ReverseSequence",
+    "CenterCropPad",
+    "Det",
+    "Upsample",
+]
 
 
 def test_every_opset_of_these_ops_is_served_with_its_attributes_and_inputs():
@@ -367,3 +401,11 @@ def test_every_opset_of_these_ops_is_served_with_its_attributes_and_inputs():
         positional = [p for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
         variadic = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
         assert variadic or len(positional) >= len(schema.inputs), (schema.name, schema.since_version)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "wrap", "edge"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_pad_wider_than_the_axis(mode, n):
+    # numpy's np.pad reflects and wraps as many times as it takes (onnx's reference pads with it)
+    x = np.arange(2 * n, dtype=np.float32).reshape(2, n)
+    _check("Pad", {"x": x, "pads": _i64(1, 5, 0, 7), "value": None}, 19, mode=mode)

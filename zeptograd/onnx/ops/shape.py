@@ -439,11 +439,33 @@ def _padded(data: Tensor, pads: list[int], mode: str, value: Any, axes: list[int
     if mode != "constant":
         if any(s == 0 for (b, e), s in zip(grow, x.shape, strict=True) if b or e):
             raise ValueError(f"mode={mode!r} cannot pad an empty axis (shape {x.shape})")
-        return x.pad(grow, mode=_PAD_MODES[mode])
+        for ax, ((b, e), n) in enumerate(zip(grow, x.shape, strict=True)):
+            # Tensor.pad reflects or wraps once: a wider pad reads through a host-built index instead
+            limit = n - 1 if mode == "reflect" else n if mode == "wrap" else None
+            if limit is not None and max(b, e) > limit:
+                source = Tensor(_pad_source(n, b, e, mode), dtype=dtypes.int64, device=x.device)
+                x = x[(slice(None),) * ax + (source,)]
+                grow = tuple((0, 0) if i == ax else g for i, g in enumerate(grow))
+        return x.pad(grow, mode=_PAD_MODES[mode]) if any(g != (0, 0) for g in grow) else x
     if isinstance(value, Tensor):
         inside = Tensor.ones(x.shape, dtype=dtypes.bool, device=x.device).pad(grow, value=False)
         return inside.where(x.pad(grow), value.reshape(()).cast(x.dtype))
     return x.pad(grow, value=value)
+
+
+def _pad_source(n: int, before: int, after: int, mode: str) -> list[int]:
+    """The source position of each position of an axis of size n padded by (before, after) in `mode` (numpy's
+    np.pad: a reflection repeats with period 2(n - 1), a wrap with period n)."""
+    out = []
+    for i in range(-before, n + after):
+        if mode == "wrap":
+            out.append(i % n)
+        elif n == 1:
+            out.append(0)
+        else:
+            j = i % (2 * (n - 1))
+            out.append(j if j < n else 2 * (n - 1) - j)
+    return out
 
 
 @onnx_op("Pad", 1)
