@@ -409,3 +409,44 @@ def test_pad_wider_than_the_axis(mode, n):
     # numpy's np.pad reflects and wraps as many times as it takes (onnx's reference pads with it)
     x = np.arange(2 * n, dtype=np.float32).reshape(2, n)
     _check("Pad", {"x": x, "pads": _i64(1, 5, 0, 7), "value": None}, 19, mode=mode)
+
+
+def test_shape_arithmetic_replays_under_tinyjit():
+    # attention's head split as exporters write it: the target shape is computed from Shape, Gather, Unsqueeze and
+    # Concat, so the runner reads it once per input shape and TinyJit replays the kernels with new inputs
+    from zeptograd import Tensor, TinyJit
+
+    def const(name: str, value: np.ndarray) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value))
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        const("zero", np.array(0, np.int64)),
+        const("one", np.array(1, np.int64)),
+        const("heads", _i64(4, -1)),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"]),
+        helper.make_node("Gather", ["shape", "one"], ["seq"]),
+        const("axes", _i64(0)),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["b1"]),
+        helper.make_node("Unsqueeze", ["seq", "axes"], ["s1"]),
+        helper.make_node("Concat", ["b1", "s1", "heads"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["split"]),
+        helper.make_node("Transpose", ["split"], ["t"], perm=[0, 2, 1, 3]),
+        helper.make_node("Slice", ["t", "starts", "ends", "slice_axes"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(_i64(1), "starts"),
+        numpy_helper.from_array(_i64(I64_MAX), "ends"),
+        numpy_helper.from_array(_i64(2), "slice_axes"),
+    ]
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", 32])
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "g", [x_info], [y_info], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    reference = ReferenceEvaluator(model)
+    runner = OnnxRunner(model)
+    step = TinyJit(lambda x: runner({"x": x})["y"])
+    rng = np.random.default_rng(0)
+    for _ in range(4):  # run, capture, replay twice: each call's input is new
+        x = rng.standard_normal((3, 6, 32)).astype(np.float32)
+        np.testing.assert_array_equal(step(Tensor(x)).numpy(), reference.run(None, {"x": x})[0])
