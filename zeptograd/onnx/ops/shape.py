@@ -118,10 +118,9 @@ def range_(start: Tensor, limit: Tensor, delta: Tensor, *, stash_type: int = 1, 
     lo, hi, step = (_scalar(ctx.static(v), v) for v in (start, limit, delta))
     if step == 0:
         raise ctx.error("delta must not be 0")
-    n = max(math.ceil((hi - lo) / step), 0)
     dt = start.dtype
-    # like numpy's arange: in float64 (or int64), then rounded once to the output's dtype
-    values = np.arange(n, dtype=np.float64 if dtypes.is_float(dt) else np.int64) * step + lo
+    # numpy's arange in float64 (or int64): max(ceil((limit - start) / delta), 0) values, then rounded once to dt
+    values = np.arange(lo, hi, step, dtype=np.float64 if dtypes.is_float(dt) else np.int64)
     if dt in NARROW_FLOATS:
         import ml_dtypes
 
