@@ -160,6 +160,11 @@ def test_borrowed_memory_sees_both_sides():
     assert t.tolist() == [[1.0] * 3] * 2  # torch's in-place op, read by zeptograd's next kernel
     t.assign(t + Tensor.arange(3).float()).realize()
     assert x.tolist() == [[1.0, 2.0, 3.0]] * 2  # zeptograd's store, read by torch
+    rows = torch.arange(12.0).reshape(4, 3)[1:3]  # contiguous, at an offset into its storage
+    r = Tensor.from_torch(rows)
+    assert _address(r) == rows.data_ptr() and r.tolist() == rows.tolist()
+    rows.zero_()
+    assert r.tolist() == [[0.0] * 3] * 2
     a = np.zeros(4, dtype=np.int32)
     u = Tensor.from_numpy(a)
     a[2] = 5
@@ -410,6 +415,15 @@ def test_unconsumed_capsule_releases_on_collection():
     gc.collect()
     assert dlpack.lent_count() == before
 
+    def dropped_while_raising() -> None:
+        capsule = t.__dlpack__(max_version=(1, 1))  # noqa: F841 (collected as the exception unwinds this frame)
+        raise KeyError("the program's own error")
+
+    with pytest.raises(KeyError, match="the program's own error"):  # the capsule's destructor keeps it intact
+        dropped_while_raising()
+    gc.collect()
+    assert dlpack.lent_count() == before
+
 
 @pytest.mark.no_roundtrip  # its recording keeps every node, so every buffer, alive
 def test_legacy_and_versioned_capsules():
@@ -494,3 +508,18 @@ def test_missing_torch_is_a_clear_import_error(monkeypatch):
         Tensor.from_torch(object())
     with pytest.raises(ImportError, match="torch needs PyTorch"):
         Tensor([1.0]).torch()
+
+
+def test_lending_inside_a_jit_capture_is_an_error():
+    from zeptograd import TinyJit
+    from zeptograd.helpers import JitError
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        y = (x + 1).realize()
+        np.from_dlpack(y)  # Python work on the values: a replay would not redo it
+        return y
+
+    step(Tensor([1.0]))  # the first call runs as it is
+    with pytest.raises(JitError, match="DLPack"):
+        step(Tensor([2.0]))  # the second is captured
