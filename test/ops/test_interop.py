@@ -378,15 +378,15 @@ def test_lent_memory_returns_to_the_pool_after_the_consumer():
     from zeptograd.runtime.buffer import pool
 
     t = Tensor.arange(n, dtype="float64").contiguous().realize()
-    address = _address(t)
+    address, device = _address(t), t.device
     buffer = weakref.ref(buffer_of_view(t.uop))
     x = torch.from_dlpack(t)
     del t
     gc.collect()
-    assert buffer() is not None and address not in [a for _, a in pool.free.get(("CPU", 8 * n), [])]
+    assert buffer() is not None and address not in [a for _, a in pool.free.get((device, 8 * n), [])]
     del x
     gc.collect()
-    assert buffer() is None and address in [a for _, a in pool.free.get(("CPU", 8 * n), [])]
+    assert buffer() is None and address in [a for _, a in pool.free.get((device, 8 * n), [])]
 
 
 @pytest.mark.no_roundtrip  # its recording keeps every node, so every buffer, alive
