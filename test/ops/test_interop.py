@@ -341,8 +341,14 @@ def test_from_numpy_shares_and_converts():
     assert t.dtype is dtypes.float64 and t.shape == (2, 3) and _address(t) == a.ctypes.data
     big = np.arange(3, dtype=">i4")  # the other byte order: copied, values kept
     assert Tensor.from_numpy(big).tolist() == [0, 1, 2]
-    unaligned = np.frombuffer(bytes(17), dtype=np.uint8)[1:].view(np.float32)
-    assert Tensor.from_numpy(unaligned).tolist() == [0.0] * 4
+    raw = np.zeros(17, dtype=np.uint8)
+    unaligned = raw[1:].view(np.float32)  # writable, but its address is odd: the C kernels read aligned floats
+    unaligned[:] = [1.0, 2.0, 3.0, 4.0]
+    assert not unaligned.flags.aligned
+    u = Tensor.from_numpy(unaligned)
+    assert u.tolist() == [1.0, 2.0, 3.0, 4.0] and _address(u) != unaligned.ctypes.data
+    with pytest.raises(BufferError, match="not a multiple of its 4-byte elements"):
+        Tensor.from_numpy(unaligned, copy=False)
     ml_dtypes = pytest.importorskip("ml_dtypes")
     h = np.array([1.5, -2.0, 3.25], dtype=ml_dtypes.bfloat16)
     u = Tensor.from_numpy(h)
