@@ -1,0 +1,3 @@
+"""ONNX ops: quantization."""
+
+from __future__ import annotations
