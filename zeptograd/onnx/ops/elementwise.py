@@ -11,7 +11,8 @@ predicates, the `to` attribute's for Cast. Binary ops broadcast numpy-style (ops
 >>> b = helper.make_tensor_value_info("b", TensorProto.INT32, [2])
 >>> y = helper.make_tensor_value_info("y", TensorProto.INT32, [2])
 >>> graph = helper.make_graph([helper.make_node("Div", ["a", "b"], ["y"])], "g", [a, b], [y])
->>> OnnxRunner(helper.make_model(graph))({"a": np.array([7, -7], np.int32), "b": np.array([2, 2], np.int32)})["y"].tolist()
+>>> run = OnnxRunner(helper.make_model(graph))
+>>> run({"a": np.array([7, -7], np.int32), "b": np.array([2, 2], np.int32)})["y"].tolist()
 [3, -3]
 """
 
@@ -173,13 +174,13 @@ def mean(*inputs: Tensor, consumed_inputs: Any = None) -> Tensor:
 
 
 @onnx_op("Clip")
-def clip(x: Tensor, *, min: float | None = None, max: float | None = None, consumed_inputs: Any = None) -> Tensor:  # noqa: A002
+def clip(x: Tensor, *, min: float | None = None, max: float | None = None, consumed_inputs: Any = None) -> Tensor:
     """Clip (opsets 1-10): min(max(x, min), max), the bounds as attributes (an absent one does not clip)."""
     return _clip(x, None if min is None else x._const(min), None if max is None else x._const(max))
 
 
 @onnx_op("Clip", 6)
-def clip_6(x: Tensor, *, min: float = -3.4028234663852886e38, max: float = 3.4028234663852886e38) -> Tensor:  # noqa: A002
+def clip_6(x: Tensor, *, min: float = -3.4028234663852886e38, max: float = 3.4028234663852886e38) -> Tensor:
     """Clip (opsets 6-10): min(max(x, min), max), the bounds as attributes (by default the float32 range)."""
     return _clip(x, x._const(min), x._const(max))
 
