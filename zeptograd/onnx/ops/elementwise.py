@@ -593,3 +593,73 @@ def bit_cast(x: Tensor, *, to: int) -> Tensor:
     if dtypes.is_bool(dt) or dtypes.is_bool(x.dtype):  # bool is one byte, 0 or 1
         return x.cast(dt)
     return x.bitcast(dt)
+
+
+# *** random draws ***
+
+_U32 = (1 << 32) - 1
+
+
+def _uniform(shape: tuple[int, ...], seed: float | None, device: str | None) -> tuple[Tensor, Tensor]:
+    """Two independent uniform float32 tensors in [0, 1) of `shape`: from zeptograd's random stream, or, with a
+    `seed`, from a stream of that seed alone (the same draw every run), leaving the global stream as it was."""
+    if seed is None:
+        return Tensor.rand(*shape, device=device), Tensor.rand(*shape, device=device)
+    n = math.prod(shape)
+    key = int(seed) & ((1 << 64) - 1)
+    counters = Tensor._counters(n, device)
+    w0, w1 = Tensor._threefry2x32(counters, counters * 0, (key & _U32, key >> 32))
+    return Tensor._unit_float(w0.reshape(shape), dtypes.float32), Tensor._unit_float(w1.reshape(shape), dtypes.float32)
+
+
+def _normal(shape: tuple[int, ...], seed: float | None, device: str | None) -> Tensor:
+    """Standard normal float32 numbers of `shape`, by the Box-Muller transform of two uniform draws."""
+    u0, u1 = _uniform(shape, seed, device)
+    return ((1 - u0).log() * -2).sqrt() * (u1 * (2 * math.pi)).sin()
+
+
+def _random_dtype(dtype: int | None, like: Tensor | None) -> DType:
+    dt = onnx_dtype(dtype, "dtype") if dtype is not None else like.dtype if like is not None else dtypes.float32
+    if not dtypes.is_float(dt):
+        raise OnnxError(f"random values of {dt} are not supported: ONNX draws them as float16, float32 or float64")
+    return dt
+
+
+@onnx_op("RandomUniform")
+def random_uniform(
+    *, shape: list[int], dtype: int = 1, high: float = 1.0, low: float = 0.0, seed: float | None = None
+) -> Tensor:
+    """RandomUniform: uniform random numbers in [low, high) of `shape`."""
+    return (_uniform(tuple(shape), seed, None)[0] * (high - low) + low).cast(_random_dtype(dtype, None))
+
+
+@onnx_op("RandomNormal")
+def random_normal(
+    *, shape: list[int], dtype: int = 1, mean: float = 0.0, scale: float = 1.0, seed: float | None = None
+) -> Tensor:
+    """RandomNormal: normal random numbers of `shape` with `mean` and standard deviation `scale`."""
+    return (_normal(tuple(shape), seed, None) * scale + mean).cast(_random_dtype(dtype, None))
+
+
+@onnx_op("RandomUniformLike")
+def random_uniform_like(
+    x: Tensor, *, dtype: int | None = None, high: float = 1.0, low: float = 0.0, seed: float | None = None
+) -> Tensor:
+    """RandomUniformLike: uniform random numbers in [low, high) of x's shape (and dtype, unless `dtype`)."""
+    return (_uniform(x.shape, seed, x.device)[0] * (high - low) + low).cast(_random_dtype(dtype, x))
+
+
+@onnx_op("RandomNormalLike")
+def random_normal_like(
+    x: Tensor, *, dtype: int | None = None, mean: float = 0.0, scale: float = 1.0, seed: float | None = None
+) -> Tensor:
+    """RandomNormalLike: normal random numbers of x's shape (and dtype, unless `dtype`), with `mean` and standard
+    deviation `scale`."""
+    return (_normal(x.shape, seed, x.device) * scale + mean).cast(_random_dtype(dtype, x))
+
+
+@onnx_op("Bernoulli", 15)
+def bernoulli(p: Tensor, *, dtype: int | None = None, seed: float | None = None) -> Tensor:
+    """Bernoulli: 1 with probability p, else 0, in p's dtype (or `dtype`)."""
+    dt = onnx_dtype(dtype, "dtype") if dtype is not None else p.dtype
+    return (_uniform(p.shape, seed, p.device)[0] < p).cast(dt)
