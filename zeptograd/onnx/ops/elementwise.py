@@ -557,13 +557,17 @@ def cast_to(x: Tensor, dt: DType, saturate: int = 1) -> Tensor:
     become NaN (float8e4m3fn, which has no infinity) or infinity (float8e5m2)."""
     if dt is x.dtype:
         return x
-    if dt in _FP8_MAX and dtypes.is_float(x.dtype):
+    if dt in _FP8_MAX and x.dtype is not dtypes.bool:
+        # compared and clamped in float32 (float64 stays): a bound written in a narrow dtype would round
+        wide = x if x.dtype is dtypes.float64 else x.cast(dtypes.float32)
         top = _FP8_MAX[dt]
         if saturate:
-            return x.clamp(-top, top).cast(dt)
+            return wide.clamp(-top, top).cast(dt)
         if dt is dtypes.fp8e4m3:
-            # beyond the halfway point between 448 and the next step (480), a value rounds out of range: NaN
-            return (x.abs() >= 464.0).where(math.nan, x.cast(dtypes.float32)).cast(dt)
+            # 464 lies halfway between 448 and the next step (480, NaN's code), so it rounds to even (448);
+            # anything beyond rounds out of the range: NaN
+            return (wide.abs() > 464.0).where(math.nan, wide).cast(dt)
+        return wide.cast(dt)
     return x.cast(dt)
 
 

@@ -85,8 +85,8 @@ def _mean(x: Tensor, axes: tuple[int, ...], keep: bool) -> Tensor:
 
 
 def _log_sum_exp(x: Tensor, axes: tuple[int, ...], keep: bool) -> Tensor:
-    if not axes:
-        return x.exp().log().cast(x.dtype)
+    if not axes:  # each element alone: log(exp(x)) is x (the stable form computes it exactly)
+        return x
     if any(x.shape[a] == 0 for a in axes):
         return Tensor.full(_kept(x, axes, keep), -math.inf, dtype=x.dtype, device=x.device)
     return x.logsumexp(axes, keepdim=keep).cast(x.dtype)
