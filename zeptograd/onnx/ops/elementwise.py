@@ -555,7 +555,7 @@ def cast_to(x: Tensor, dt: DType, saturate: int = 1) -> Tensor:
     """x converted to `dt` as ONNX's Cast converts: floats to integers truncate toward zero; to an fp8 format
     with `saturate`, values beyond its range (infinities too) become its largest value, and without it they
     become NaN (float8e4m3fn, which has no infinity) or infinity (float8e5m2)."""
-    if dt is x.dtype:
+    if dt is x.dtype and not (saturate and dt in _FP8_MAX):  # a saturating cast takes fp8's infinities to its max
         return x
     if dt in _FP8_MAX and x.dtype is not dtypes.bool:
         # compared and clamped in float32 (float64 stays): a bound written in a narrow dtype would round
