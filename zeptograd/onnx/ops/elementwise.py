@@ -572,7 +572,7 @@ def cast_to(x: Tensor, dt: DType, saturate: int = 1) -> Tensor:
 
 
 @onnx_op("Cast")
-def cast(x: Tensor, *, to: int | str, saturate: int = 1, round_mode: str = "up", ctx: Any = None) -> Tensor:
+def cast(x: Tensor, *, to: int | str, saturate: int = 1, round_mode: str = "up") -> Tensor:
     """Cast: x converted to the element type `to` (saturating fp8 conversions by default)."""
     if isinstance(to, str):  # opset 1 names the type ("FLOAT")
         from onnx import TensorProto
