@@ -77,16 +77,12 @@ def sub_7(a: Tensor, b: Tensor) -> Tensor:
 @onnx_op("Mul")
 def mul(a: Tensor, b: Tensor, *, broadcast: int = 0, axis: int | None = None, consumed_inputs: Any = None) -> Tensor:
     """Mul: a * b."""
-    return _mul(a, _legacy(b, a, broadcast, axis))
+    return a * _legacy(b, a, broadcast, axis)
 
 
 @onnx_op("Mul", 7)
 def mul_7(a: Tensor, b: Tensor) -> Tensor:
-    """Mul: a * b, broadcast numpy-style (bool, which ONNX does not allow, is refused by the schema)."""
-    return _mul(a, b)
-
-
-def _mul(a: Tensor, b: Tensor) -> Tensor:
+    """Mul: a * b, broadcast numpy-style."""
     return a * b
 
 
@@ -175,7 +171,7 @@ def mean(*inputs: Tensor, consumed_inputs: Any = None) -> Tensor:
 
 @onnx_op("Clip")
 def clip(x: Tensor, *, min: float | None = None, max: float | None = None, consumed_inputs: Any = None) -> Tensor:
-    """Clip (opsets 1-10): min(max(x, min), max), the bounds as attributes (an absent one does not clip)."""
+    """Clip (opsets 1-5): min(max(x, min), max), the bounds as attributes (an absent one does not clip)."""
     return _clip(x, None if min is None else x._const(min), None if max is None else x._const(max))
 
 
