@@ -377,7 +377,7 @@ def hard_swish(x: Tensor) -> Tensor:
 @onnx_op("Softplus")
 def softplus(x: Tensor) -> Tensor:
     """Softplus: log(1 + e**x), without overflow."""
-    return x.logaddexp(x._const(0.0)) if dtypes.is_float(x.dtype) else x.cast(dtypes.float32).softplus()
+    return x.logaddexp(x._const(0.0))
 
 
 @onnx_op("Softsign")
