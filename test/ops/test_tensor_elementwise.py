@@ -947,6 +947,15 @@ def test_reflected_comparisons():
     assert_exact(2 == t, [False, True, False], dtypes.bool)
 
 
+@pytest.mark.parametrize("n", [3, 5, 13, 37, 1000])
+def test_where_float16_against_a_constant(n: int):
+    # a float16 picked by a condition or zero is a masked half-precision store on CPUs with AVX512-FP16
+    needs_dtype(None, dtypes.float16)
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float16)
+    out = (Tensor(x) > 0.5).where(Tensor(x), 0.0).numpy()
+    np.testing.assert_array_equal(out, np.where(x > 0.5, x, np.float16(0)))
+
+
 def test_where_scalar_and_tensor_mixes():
     needs_dtype(None, dtypes.float16)
     c = Tensor([True, False, True])

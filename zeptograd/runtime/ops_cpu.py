@@ -40,6 +40,18 @@ LIBS = ("-lm", "-lgcc")
 KERNELS_PER_RUN = 4
 
 
+def host_flags(host: HostCPU) -> tuple[str, ...]:
+    """The compiler flags a CPU's features call for beyond -march=native.
+
+    With AVX512-FP16, gcc 12 stores a float16 picked by a condition (`g ? x : 0`) with a zero-masked `vmovsh`,
+    which the assembler rejects: the kernels use F16C's conversions instead (as on every other x86 CPU).
+
+    >>> host_flags(HostCPU(frozenset({"avx2", "avx512f", "avx512_fp16"}))), host_flags(HostCPU(frozenset({"avx2"})))
+    (('-mno-avx512fp16',), ())
+    """
+    return ("-mno-avx512fp16",) if "avx512_fp16" in host.flags else ()
+
+
 class CompileError(RuntimeError):
     """The C compiler rejected a generated kernel (a compiler bug: the message has the source)."""
 
@@ -54,7 +66,7 @@ class CCompiler:
 
     def __init__(self) -> None:
         self.cc = os.environ.get("CC", "cc")
-        self.flags = CFLAGS
+        self.flags = CFLAGS + host_flags(HostCPU.read())
         self._loaded: dict[str, ctypes.CDLL] = {}
 
     def key(self, src: str) -> str:
