@@ -1,3 +1,721 @@
-"""ONNX ops: nn."""
+"""ONNX ops: convolutions, pooling, normalization, softmax, matrix products, dropout and losses.
+
+Convolutions and pools go through Tensor.conv2d / conv_transpose2d / max_pool2d / avg_pool2d (any number of
+spatial dims), so an exported CNN gets the compiler's convolution plans; ONNX's padding forms (explicit begin/end
+pads, auto_pad, ceil_mode) become an explicit pad in front of them where PyTorch's forms cannot say it.
+
+>>> import numpy as np
+>>> from onnx import TensorProto, helper
+>>> from zeptograd.onnx.runner import OnnxRunner
+>>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4])
+>>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2])
+>>> node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], strides=[2])
+>>> model = helper.make_model(helper.make_graph([node], "g", [x], [y]))
+>>> OnnxRunner(model)({"x": np.array([[[1.0, 3.0, 2.0, 0.0]]], np.float32)})["y"].tolist()
+[[[3.0, 2.0]]]
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from zeptograd.dtype import dtypes
+from zeptograd.onnx.dtypes import onnx_dtype
+from zeptograd.onnx.registry import onnx_op
+from zeptograd.tensor import Tensor
+
+Pairs = list[tuple[int, int]]
+
+# *** window geometry shared by convolutions and pools ***
+
+
+def _geometry(
+    spatial: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str,
+    ceil_mode: int = 0,
+) -> tuple[tuple[int, ...], tuple[int, ...], Pairs, Pairs]:
+    """Strides, dilations, the (begin, end) pads per spatial dim, and those pads plus what ceil_mode adds at the
+    end (so every output window lies inside the padded input)."""
+    n = len(kernel)
+    s = tuple(strides) if strides else (1,) * n
+    d = tuple(dilations) if dilations else (1,) * n
+    if len(s) != n or len(d) != n:
+        raise ValueError(f"strides {s} and dilations {d} need one entry per spatial dim of kernel {tuple(kernel)}")
+    spans = [di * (k - 1) + 1 for k, di in zip(kernel, d)]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pairs = []
+        for i, si, span in zip(spatial, s, spans):
+            total = max(0, (-(-i // si) - 1) * si + span - i)
+            small, big = total // 2, total - total // 2
+            pairs.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
+    elif auto_pad == "VALID":
+        pairs = [(0, 0)] * n
+    elif auto_pad == "NOTSET":
+        p = list(pads) if pads else [0] * (2 * n)
+        if len(p) != 2 * n:
+            raise ValueError(f"pads {p} needs {2 * n} entries (begin and end per spatial dim)")
+        pairs = [(p[i], p[i + n]) for i in range(n)]
+    else:
+        raise ValueError(f"auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got {auto_pad!r}")
+    ceil_pairs = []
+    for i, si, span, (b, e) in zip(spatial, s, spans, pairs):
+        if span > i + b + e:
+            raise ValueError(f"the kernel {tuple(kernel)} (dilations {d}) is bigger than the padded input {tuple(spatial)}")
+        extra = 0
+        if ceil_mode:
+            o = -(-(i + b + e - span) // si) + 1
+            if (o - 1) * si >= i + b:  # the last window must start inside the input or its begin padding
+                o -= 1
+            extra = max(0, (o - 1) * si + span - (i + b + e))
+        ceil_pairs.append((b, e + extra))
+    return s, d, pairs, ceil_pairs
+
+
+def _torch_pads(pairs: Pairs) -> list[int]:
+    """(begin, end) per dim -> PyTorch's flat padding (last dim first)."""
+    return [p for b, e in reversed(pairs) for p in (b, e)]
+
+
+def _pad_spatial(x: Tensor, pairs: Pairs, value: Any = 0.0) -> Tensor:
+    if all(b == 0 and e == 0 for b, e in pairs):
+        return x
+    return x.pad([(0, 0)] * (x.ndim - len(pairs)) + list(pairs), value=value)
+
+
+def _channel_shape(t: Tensor, ndim: int) -> Tensor:
+    """A per-channel (C,) tensor shaped to broadcast along axis 1 of an ndim-d (N, C, ...) tensor."""
+    return t.reshape(1, -1, *(1,) * (ndim - 2))
+
+
+# *** convolutions ***
+
+
+@onnx_op("Conv")
+def conv(
+    x: Tensor,
+    w: Tensor,
+    b: Tensor | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
+    """Conv: cross-correlation of X (N, C, *spatial) with W (M, C / group, *kernel), plus B."""
+    kernel = w.shape[2:]
+    if kernel_shape and tuple(kernel_shape) != kernel:
+        raise ValueError(f"kernel_shape {kernel_shape} does not match the weight's {w.shape}")
+    s, d, pairs, _ = _geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    return x.conv2d(w, b, groups=group, stride=s, dilation=d, padding=_torch_pads(pairs))
+
+
+@onnx_op("ConvTranspose")
+def conv_transpose(
+    x: Tensor,
+    w: Tensor,
+    b: Tensor | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    output_padding: list[int] | None = None,
+    output_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
+    """ConvTranspose: the transposed convolution of X with W (C, M / group, *kernel), cropped by pads."""
+    kernel, spatial = w.shape[2:], x.shape[2:]
+    n = len(kernel)
+    s = tuple(strides) if strides else (1,) * n
+    d = tuple(dilations) if dilations else (1,) * n
+    op = tuple(output_padding) if output_padding else (0,) * n
+    full = [si * (i - 1) + di * (k - 1) + 1 for i, si, di, k in zip(spatial, s, d, kernel)]
+    if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        outs = list(output_shape)[-n:] if output_shape else [i * si for i, si in zip(spatial, s)]
+        pairs = []
+        for f, o, out in zip(full, op, outs):
+            total = f + o - out
+            small, big = total // 2, total - total // 2
+            pairs.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
+    elif auto_pad in ("NOTSET", "VALID"):
+        p = list(pads) if pads and auto_pad == "NOTSET" else [0] * (2 * n)
+        pairs = [(p[i], p[i + n]) for i in range(n)]
+        outs = [f + o - bb - e for f, o, (bb, e) in zip(full, op, pairs)]
+    else:
+        raise ValueError(f"auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got {auto_pad!r}")
+    if all(bb == e >= 0 for bb, e in pairs) and all(o < max(si, di) for o, si, di in zip(op, s, d)):
+        pad_ = [bb for bb, _ in pairs]
+        return x.conv_transpose2d(w, b, groups=group, stride=s, dilation=d, padding=pad_, output_padding=op)
+    # asymmetric pads, or an output_shape past what output_padding may say: the whole result, cropped or padded
+    y = x.conv_transpose2d(w, None, groups=group, stride=s, dilation=d)
+    y = y.pad([(0, 0), (0, 0)] + [(-bb, out - (f - bb)) for (bb, _), out, f in zip(pairs, outs, full)])
+    return y if b is None else y + _channel_shape(b, y.ndim)
+
+
+def _int_conv(x: Tensor, x_zp: Tensor | None, w: Tensor, w_zp: Tensor | None, **attrs: Any) -> Tensor:
+    """The int32 convolution of (x - x_zero_point) with (w - w_zero_point, per output channel or one)."""
+    xi, wi = x.cast(dtypes.int32), w.cast(dtypes.int32)
+    if x_zp is not None:
+        xi = xi - x_zp.cast(dtypes.int32).reshape(())
+    if w_zp is not None:
+        zp = w_zp.cast(dtypes.int32)
+        wi = wi - (zp.reshape(-1, *(1,) * (w.ndim - 1)) if zp.numel() > 1 else zp.reshape(()))
+    s, d, pairs, _ = _geometry(x.shape[2:], w.shape[2:], attrs["strides"], attrs["dilations"], attrs["pads"],
+                               attrs["auto_pad"])  # fmt: skip
+    return xi.conv2d(wi, groups=attrs["group"], stride=s, dilation=d, padding=_torch_pads(pairs), dtype=dtypes.int32)
+
+
+@onnx_op("ConvInteger", 10)
+def conv_integer(
+    x: Tensor,
+    w: Tensor,
+    x_zero_point: Tensor | None = None,
+    w_zero_point: Tensor | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
+    """ConvInteger: int32 Conv of (x - x_zero_point) and (w - w_zero_point)."""
+    return _int_conv(x, x_zero_point, w, w_zero_point, auto_pad=auto_pad, dilations=dilations, group=group,
+                     pads=pads, strides=strides)  # fmt: skip
+
+
+@onnx_op("QLinearConv", 10)
+def qlinear_conv(
+    x: Tensor,
+    x_scale: Tensor,
+    x_zero_point: Tensor | None,
+    w: Tensor,
+    w_scale: Tensor,
+    w_zero_point: Tensor | None,
+    y_scale: Tensor,
+    y_zero_point: Tensor | None = None,
+    b: Tensor | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
+    """QLinearConv: saturate(round((conv(x - xz, w - wz) + B) * xs * ws / ys) + yz)."""
+    acc = _int_conv(x, x_zero_point, w, w_zero_point, auto_pad=auto_pad, dilations=dilations, group=group,
+                    pads=pads, strides=strides)  # fmt: skip
+    if b is not None:
+        acc = acc + _channel_shape(b.cast(dtypes.int32), acc.ndim)
+    ws = w_scale.cast(dtypes.float32)
+    ws = _channel_shape(ws, acc.ndim) if ws.numel() > 1 else ws.reshape(())
+    r = acc.cast(dtypes.float32) * (x_scale.cast(dtypes.float32).reshape(()) * ws / y_scale.reshape(()))
+    out = x.dtype if y_zero_point is None else y_zero_point.dtype
+    if y_zero_point is not None:
+        r = r + y_zero_point.cast(dtypes.float32).reshape(())
+    lo, hi = (-128, 127) if out is dtypes.int8 else (0, 255)
+    return r.clip(lo, hi).round().cast(out)
+
+
+# *** pooling ***
+
+
+def _pool_windows(x: Tensor, ceil_pairs: Pairs, value: Any) -> Tensor:
+    return _pad_spatial(x, ceil_pairs, value)
+
+
+def _tap_count(spatial: Sequence[int], kernel, s, d, pairs: Pairs, ceil_pairs: Pairs, with_pad: bool) -> np.ndarray:
+    """How many taps of each output window land on the input (and on the asked-for padding, `with_pad`)."""
+    counts = None
+    for i, k, si, di, (b, e), (_, ce) in zip(spatial, kernel, s, d, pairs, ceil_pairs):
+        outs = (i + b + ce - (di * (k - 1) + 1)) // si + 1
+        pos = np.arange(outs)[:, None] * si + np.arange(k)[None, :] * di - b
+        lo, hi = (-b, i + e) if with_pad else (0, i)
+        c = ((pos >= lo) & (pos < hi)).sum(1)
+        counts = c if counts is None else np.multiply.outer(counts, c)
+    return np.asarray(counts, dtype=np.float64)
+
+
+def _window_sum(x: Tensor, kernel, s, d, ceil_pairs: Pairs) -> Tensor:
+    """The sum over each window of the zero-padded x."""
+    return _pool_windows(x, ceil_pairs, 0.0).avg_pool2d(tuple(kernel), stride=s, dilation=d) * math.prod(kernel)
+
+
+def _pool_attrs(x: Tensor, kernel_shape: list[int] | None, strides, dilations, pads, auto_pad, ceil_mode):
+    if not kernel_shape:
+        raise ValueError("kernel_shape is required")
+    if len(kernel_shape) != x.ndim - 2:
+        raise ValueError(f"kernel_shape {kernel_shape} needs one entry per spatial dim of input {x.shape}")
+    return _geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+
+
+@onnx_op("AveragePool")
+def average_pool(
+    x: Tensor,
+    *,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    count_include_pad: int = 0,
+    dilations: list[int] | None = None,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
+    """AveragePool: the mean over each window (the padding counted when count_include_pad)."""
+    s, d, pairs, ceil_pairs = _pool_attrs(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if all(b == e == 0 for b, e in ceil_pairs):
+        return x.avg_pool2d(tuple(kernel_shape), stride=s, dilation=d)
+    total = _window_sum(x, kernel_shape, s, d, ceil_pairs)
+    count = _tap_count(x.shape[2:], kernel_shape, s, d, pairs, ceil_pairs, bool(count_include_pad))
+    return total / Tensor(count.astype(np.float32), device=x.device).cast(total.dtype)
+
+
+@onnx_op("LpPool")
+def lp_pool(
+    x: Tensor,
+    *,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    dilations: list[int] | None = None,
+    kernel_shape: list[int] | None = None,
+    p: float = 2,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
+    """LpPool: (sum over each window of |x|^p)^(1/p), the padding zeros."""
+    s, d, _, ceil_pairs = _pool_attrs(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    powered = x * x if p == 2 else x.abs() ** p
+    total = _window_sum(powered, kernel_shape, s, d, ceil_pairs)
+    return total.sqrt() if p == 2 else total ** (1.0 / p)
+
+
+def _max_pool(x: Tensor, kernel: list[int], s, d, pairs: Pairs, ceil_pairs: Pairs, indices: bool, order: int):
+    low = -math.inf if dtypes.is_float(x.dtype) else dtypes.min(x.dtype)
+    if all(b == e and 2 * b <= k for (b, e), k in zip(ceil_pairs, kernel)):
+        padded, pool_pad = x, [b for b, _ in ceil_pairs]
+    else:  # PyTorch's padding is symmetric and at most half the kernel: pad in front instead
+        padded, pool_pad = _pad_spatial(x, ceil_pairs, low), [0] * len(kernel)
+    if not indices:
+        return padded.max_pool2d(tuple(kernel), stride=s, dilation=d, padding=pool_pad)
+    values, flat = padded.max_pool2d(tuple(kernel), stride=s, dilation=d, padding=pool_pad, return_indices=True)
+    # the index in the (padded) plane -> per-axis input coordinates -> ONNX's index over the whole tensor
+    spatial, n = x.shape[2:], len(kernel)
+    plane = [i + (b + e if not any(pool_pad) else 0) for i, (b, e) in zip(spatial, ceil_pairs)]
+    flat = flat.cast(dtypes.int64)
+    out = None
+    for a in range(n):
+        inner = math.prod(plane[a + 1 :])
+        coord = (flat // inner) % plane[a] - (ceil_pairs[a][0] if not any(pool_pad) else 0)
+        mul = math.prod(spatial[a + 1 :]) if order == 0 else math.prod(spatial[:a])
+        term = coord * mul
+        out = term if out is None else out + term
+    base = Tensor.arange(x.shape[0] * x.shape[1], dtype=dtypes.int64, device=x.device) * math.prod(spatial)
+    return values, out + base.reshape(x.shape[0], x.shape[1], *(1,) * n)
+
+
+@onnx_op("MaxPool")
+def max_pool(
+    x: Tensor,
+    *,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    dilations: list[int] | None = None,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    storage_order: int = 0,
+    strides: list[int] | None = None,
+    ctx: Any,
+) -> Any:
+    """MaxPool: the maximum over each window; Indices: its position in the flattened input (row or column major)."""
+    s, d, pairs, ceil_pairs = _pool_attrs(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    return _max_pool(x, kernel_shape, s, d, pairs, ceil_pairs, ctx.n_outputs > 1, storage_order)
+
+
+@onnx_op("MaxUnpool", 9, static=(2,))
+def max_unpool(
+    x: Tensor,
+    indices: Tensor,
+    output_shape: list[int] | None = None,
+    *,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
+    """MaxUnpool: zeros with each value of X written at its index (MaxPool's Indices) in the flattened output."""
+    n = x.ndim - 2
+    if not kernel_shape or len(kernel_shape) != n:
+        raise ValueError(f"kernel_shape {kernel_shape} needs one entry per spatial dim of input {x.shape}")
+    s = tuple(strides) if strides else (1,) * n
+    p = list(pads) if pads else [0] * (2 * n)
+    default = [(i - 1) * si + k - p[a] - p[a + n] for a, (i, si, k) in enumerate(zip(x.shape[2:], s, kernel_shape))]
+    out = list(output_shape)[-n:] if output_shape else default
+    # an index is into the default output's plane (where MaxPool took it from): its coordinates carry over to a
+    # larger output_shape unchanged
+    planes = Tensor.arange(x.shape[0] * x.shape[1], dtype=dtypes.int64, device=x.device) * math.prod(default)
+    local = indices.cast(dtypes.int64) - planes.reshape(x.shape[0], x.shape[1], *(1,) * n)
+    if out != default:
+        flat = None
+        for a in range(n):
+            coord = (local // math.prod(default[a + 1 :])) % default[a]
+            term = coord * math.prod(out[a + 1 :])
+            flat = term if flat is None else flat + term
+        local = flat
+    total, m = math.prod(out), math.prod(x.shape[2:])
+    flat_x, flat_i = x.reshape(*x.shape[:2], m), local.reshape(*x.shape[:2], m)
+    hit = flat_i.unsqueeze(-1) == Tensor.arange(total, dtype=dtypes.int64, device=x.device)
+    placed = hit.where(flat_x.unsqueeze(-1), 0).sum(-2).cast(x.dtype)
+    return placed.reshape(*x.shape[:2], *out)
+
+
+@onnx_op("GlobalAveragePool")
+def global_average_pool(x: Tensor) -> Tensor:
+    """GlobalAveragePool: the mean over all spatial dims, kept as size 1."""
+    return x.mean(tuple(range(2, x.ndim)), keepdim=True)
+
+
+@onnx_op("GlobalMaxPool")
+def global_max_pool(x: Tensor) -> Tensor:
+    """GlobalMaxPool: the maximum over all spatial dims, kept as size 1."""
+    return x.max(tuple(range(2, x.ndim)), keepdim=True)
+
+
+@onnx_op("GlobalLpPool")
+def global_lp_pool(x: Tensor, *, p: float = 2) -> Tensor:
+    """GlobalLpPool: (sum over all spatial dims of |x|^p)^(1/p)."""
+    return (x.abs() ** p).sum(tuple(range(2, x.ndim)), keepdim=True) ** (1.0 / p)
+
+
+# *** normalization ***
+
+
+@onnx_op("BatchNormalization")
+def batch_normalization(
+    x: Tensor,
+    scale: Tensor,
+    b: Tensor,
+    mean: Tensor,
+    var: Tensor,
+    *,
+    consumed_inputs: list[int] | None = None,
+    epsilon: float = 1e-5,
+    is_test: int = 0,
+    momentum: float = 0.9,
+    spatial: int = 1,
+    ctx: Any,
+) -> Any:
+    """BatchNormalization (inference): (x - mean) / sqrt(var + epsilon) * scale + B, per channel."""
+    if ctx.n_outputs > 1:
+        raise ValueError("the training outputs (mean, var, saved_mean, saved_var) before opset 14 are not supported")
+    if scale.ndim > 1:  # spatial=0: one statistic per activation (C, *spatial)
+        return (x - mean) / (var + epsilon).sqrt() * scale + b
+    return x.batchnorm(scale, b, mean, (var + epsilon).rsqrt())
+
+
+@onnx_op("BatchNormalization", 14)
+def batch_normalization_14(
+    x: Tensor,
+    scale: Tensor,
+    b: Tensor,
+    mean: Tensor,
+    var: Tensor,
+    *,
+    epsilon: float = 1e-5,
+    momentum: float = 0.9,
+    training_mode: int = 0,
+) -> Any:
+    """BatchNormalization: with training_mode, normalized by the batch's statistics, and the running statistics
+    moved toward them (running * momentum + batch * (1 - momentum))."""
+    if not training_mode:
+        return x.batchnorm(scale, b, mean, (var + epsilon).rsqrt())
+    axes = (0, *range(2, x.ndim))
+    bm, bv = x.mean(axes), x.var(axes, correction=0)
+    y = x.batchnorm(scale, b, bm, (bv + epsilon).rsqrt())
+    return y, mean * momentum + bm * (1 - momentum), var * momentum + bv * (1 - momentum)
+
+
+def _stash(x: Tensor, stash_type: int) -> Tensor:
+    return x.cast(onnx_dtype(stash_type, "stash_type"))
+
+
+@onnx_op("LayerNormalization", 17)
+def layer_normalization(
+    x: Tensor,
+    scale: Tensor,
+    b: Tensor | None = None,
+    *,
+    axis: int = -1,
+    epsilon: float = 1e-5,
+    stash_type: int = 1,
+    ctx: Any,
+) -> Any:
+    """LayerNormalization: (x - mean) / sqrt(var + epsilon) * scale + B over the axes from `axis` on; also the
+    mean and 1 / std (kept dims)."""
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    xs = _stash(x, stash_type)
+    y = xs.layernorm(axes, epsilon).cast(x.dtype) * scale
+    if b is not None:
+        y = y + b
+    if ctx.n_outputs == 1:
+        return y
+    m = xs.mean(axes, keepdim=True)
+    inv = (((xs - m) * (xs - m)).mean(axes, keepdim=True) + epsilon).rsqrt()
+    return y, m.cast(x.dtype), inv.cast(x.dtype)
+
+
+@onnx_op("RMSNormalization", 23)
+def rms_normalization(
+    x: Tensor, scale: Tensor, *, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1
+) -> Tensor:
+    """RMSNormalization: x / sqrt(mean(x^2) + epsilon) * scale over the axes from `axis` on."""
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    return _stash(x, stash_type).rms_norm(axes, epsilon).cast(x.dtype) * scale
+
+
+def _group_norm(x: Tensor, groups: int, epsilon: float, stash_type: int) -> Tensor:
+    n, c = x.shape[:2]
+    if groups <= 0 or c % groups:
+        raise ValueError(f"num_groups {groups} must divide the {c} channels of input {x.shape}")
+    g = _stash(x, stash_type).reshape(n, groups, -1).layernorm(-1, epsilon)
+    return g.reshape(x.shape).cast(x.dtype)
+
+
+@onnx_op("GroupNormalization", 18)
+def group_normalization_18(x: Tensor, scale: Tensor, bias: Tensor, *, epsilon: float = 1e-5, num_groups: int = 0):
+    """GroupNormalization-18: normalized over each group of channels, then scale and bias per group."""
+    y = _group_norm(x, num_groups, epsilon, 1)
+    per = x.shape[1] // num_groups
+    sc, bi = scale.repeat_interleave(per), bias.repeat_interleave(per)
+    return y * _channel_shape(sc, x.ndim) + _channel_shape(bi, x.ndim)
+
+
+@onnx_op("GroupNormalization", 21)
+def group_normalization(
+    x: Tensor, scale: Tensor, bias: Tensor, *, epsilon: float = 1e-5, num_groups: int = 0, stash_type: int = 1
+) -> Tensor:
+    """GroupNormalization: normalized over each group of channels, then scale and bias per channel."""
+    y = _group_norm(x, num_groups, epsilon, stash_type)
+    return y * _channel_shape(scale, x.ndim) + _channel_shape(bias, x.ndim)
+
+
+@onnx_op("InstanceNormalization")
+def instance_normalization(
+    x: Tensor, scale: Tensor, b: Tensor, *, consumed_inputs: list[int] | None = None, epsilon: float = 1e-5
+) -> Tensor:
+    """InstanceNormalization: normalized over the spatial dims of each (sample, channel), then scale + B."""
+    y = x.layernorm(tuple(range(2, x.ndim)), epsilon)
+    return y * _channel_shape(scale, x.ndim) + _channel_shape(b, x.ndim)
+
+
+@onnx_op("LRN")
+def lrn(x: Tensor, *, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0, size: int = 0) -> Tensor:
+    """LRN: x / (bias + alpha / size * sum of x^2 over `size` neighbouring channels)^beta."""
+    if size <= 0:
+        raise ValueError(f"size must be positive, got {size}")
+    c = x.shape[1]
+    lo = (size - 1) // 2
+    sq = (x * x).pad([(0, 0), (lo, size - 1 - lo)] + [(0, 0)] * (x.ndim - 2))
+    total = sq[:, 0:c]
+    for k in range(1, size):
+        total = total + sq[:, k : k + c]
+    return x / (bias + alpha / size * total) ** beta
+
+
+@onnx_op("LpNormalization")
+def lp_normalization(x: Tensor, *, axis: int = -1, p: int = 2) -> Tensor:
+    """LpNormalization: x / ||x||_p along `axis` (0 where the norm is 0)."""
+    if p == 1:
+        norm = x.abs().sum(axis, keepdim=True)
+    elif p == 2:
+        norm = (x * x).sum(axis, keepdim=True).sqrt()
+    else:
+        raise ValueError(f"p must be 1 or 2, got {p}")
+    return (norm == 0).where(0.0, x / norm).cast(x.dtype)
+
+
+@onnx_op("MeanVarianceNormalization")
+def mean_variance_normalization(x: Tensor, *, axes: list[int] | None = None) -> Tensor:
+    """MeanVarianceNormalization: (x - mean) / sqrt(var) over `axes` (0, 2, 3 by default)."""
+    ax = tuple(a % x.ndim for a in (axes if axes is not None else [0, 2, 3]))
+    y = x - x.mean(ax, keepdim=True)
+    return y / ((y * y).mean(ax, keepdim=True).sqrt() + 1e-9)
+
+
+# *** softmax and friends ***
+
+
+def _coerced(x: Tensor, axis: int, fn: Any) -> Tensor:
+    """Before opset 13: x as 2-d (the dims before `axis`, the rest), `fn` over axis 1, back to x's shape."""
+    a = axis % x.ndim if x.ndim else 0
+    flat = x.reshape(math.prod(x.shape[:a]), math.prod(x.shape[a:]))
+    return fn(flat, 1).reshape(x.shape)
+
+
+def _hardmax(x: Tensor, axis: int) -> Tensor:
+    first = x.argmax(axis, keepdim=True)
+    positions = Tensor.arange(x.shape[axis], device=x.device).reshape(*(x.shape[axis] if i == axis % x.ndim else 1
+                                                                        for i in range(x.ndim)))  # fmt: skip
+    return (positions == first).cast(x.dtype)
+
+
+@onnx_op("Softmax")
+def softmax_1(x: Tensor, *, axis: int = 1) -> Tensor:
+    """Softmax (before opset 13): over all the dims from `axis` on, as one."""
+    return _coerced(x, axis, lambda t, a: t.softmax(a))
+
+
+@onnx_op("Softmax", 13)
+def softmax(x: Tensor, *, axis: int = -1) -> Tensor:
+    """Softmax: exp(x) / sum(exp(x)) along `axis`."""
+    return x.softmax(axis)
+
+
+@onnx_op("LogSoftmax")
+def log_softmax_1(x: Tensor, *, axis: int = 1) -> Tensor:
+    """LogSoftmax (before opset 13): over all the dims from `axis` on, as one."""
+    return _coerced(x, axis, lambda t, a: t.log_softmax(a))
+
+
+@onnx_op("LogSoftmax", 13)
+def log_softmax(x: Tensor, *, axis: int = -1) -> Tensor:
+    """LogSoftmax: x - log(sum(exp(x))) along `axis`."""
+    return x.log_softmax(axis)
+
+
+@onnx_op("Hardmax")
+def hardmax_1(x: Tensor, *, axis: int = 1) -> Tensor:
+    """Hardmax (before opset 13): 1 at the first maximum over all the dims from `axis` on, as one."""
+    return _coerced(x, axis, _hardmax)
+
+
+@onnx_op("Hardmax", 13)
+def hardmax(x: Tensor, *, axis: int = -1) -> Tensor:
+    """Hardmax: 1 at the first maximum along `axis`, 0 elsewhere."""
+    return _hardmax(x, axis)
+
+
+# *** matrix products ***
+
+
+@onnx_op("Gemm")
+def gemm(
+    a: Tensor,
+    b: Tensor,
+    c: Tensor | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    broadcast: int = 0,
+    transA: int = 0,  # noqa: N803 (ONNX's attribute names)
+    transB: int = 0,  # noqa: N803
+) -> Tensor:
+    """Gemm: alpha * A' @ B' + beta * C (A', B' transposed by transA, transB; C broadcast)."""
+    y = (a.T if transA else a) @ (b.T if transB else b)
+    if alpha != 1.0:
+        y = (y * alpha).cast(a.dtype)
+    if c is not None:
+        y = y + (c if beta == 1.0 else (c * beta).cast(c.dtype))
+    return y
+
+
+@onnx_op("MatMul")
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """MatMul: numpy.matmul (batched, 1-d operands promoted and dropped)."""
+    return a @ b
+
+
+@onnx_op("Einsum", 12)
+def einsum(*operands: Tensor, equation: str = "") -> Tensor:
+    """Einsum: Einstein summation over the operands as `equation` says."""
+    return Tensor.einsum(equation.replace(" ", ""), *operands)
+
+
+# *** dropout ***
+
+
+@onnx_op("Dropout")
+def dropout_1(
+    x: Tensor, *, consumed_inputs: list[int] | None = None, is_test: int = 0, ratio: float = 0.5, ctx: Any
+) -> Any:
+    """Dropout (before opset 12): the identity at inference; the mask is all ones (bool from opset 10)."""
+    if ctx.n_outputs == 1:
+        return x
+    mask = Tensor.ones(*x.shape, dtype=dtypes.bool if ctx.opset >= 10 else x.dtype, device=x.device)
+    return x, mask
+
+
+@onnx_op("Dropout", 12, static=(1, 2))
+def dropout(x: Tensor, ratio: float | None = None, training_mode: bool | None = None, *, seed: int | None = None,
+            ctx: Any) -> Any:  # fmt: skip
+    """Dropout: the identity unless training_mode, where each element is zeroed with probability `ratio` and the
+    rest scaled by 1 / (1 - ratio); the mask says which were kept."""
+    r = 0.5 if ratio is None else float(ratio)
+    if not training_mode or r == 0:
+        mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device)
+    else:
+        if seed is not None:
+            Tensor.manual_seed(seed)
+        mask = Tensor.rand(*x.shape, device=x.device) >= r
+        x = mask.where(x / (1 - r), 0).cast(x.dtype)
+    return x if ctx.n_outputs == 1 else (x, mask)
+
+
+# *** losses ***
+
+
+def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int | None, reduction: str) -> Tensor:
+    """-logp[n, target[n, ...], ...] * weight[target], ignored targets 0; mean divides by the weights' sum."""
+    if logp.ndim < 2:
+        raise ValueError(f"input must be (N, C, ...), got {logp.shape}")
+    c = logp.shape[1]
+    classes = Tensor.arange(c, dtype=target.dtype, device=logp.device).reshape(1, c, *(1,) * (logp.ndim - 2))
+    hit = target.unsqueeze(1) == classes
+    loss = -hit.where(logp, 0).sum(1)
+    w = None
+    if weight is not None:
+        # an out-of-range target takes the nearest class's weight (it is ignored, or the model is wrong)
+        clipped = target.clip(0, c - 1).unsqueeze(1) == classes
+        w = clipped.where(weight.reshape(1, c, *(1,) * (logp.ndim - 2)), 0).sum(1)
+    if ignore_index is not None:
+        keep = target != ignore_index
+        w = keep.cast(logp.dtype) if w is None else keep.where(w, 0)
+    if w is not None:
+        loss = loss * w
+    if reduction == "none":
+        return loss.cast(logp.dtype)
+    if reduction == "sum":
+        return loss.sum().cast(logp.dtype)
+    if reduction != "mean":
+        raise ValueError(f"reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
+    return (loss.sum() / w.sum() if w is not None else loss.mean()).cast(logp.dtype)
+
+
+@onnx_op("NegativeLogLikelihoodLoss", 12)
+def negative_log_likelihood_loss(
+    x: Tensor, target: Tensor, weight: Tensor | None = None, *, ignore_index: int | None = None,
+    reduction: str = "mean",
+) -> Tensor:  # fmt: skip
+    """NegativeLogLikelihoodLoss: -x[n, target[n, ...], ...] * weight[target], reduced."""
+    return _nll(x, target, weight, ignore_index, reduction)
+
+
+@onnx_op("SoftmaxCrossEntropyLoss", 12)
+def softmax_cross_entropy_loss(
+    scores: Tensor, labels: Tensor, weight: Tensor | None = None, *, ignore_index: int | None = None,
+    reduction: str = "mean", ctx: Any,
+) -> Any:  # fmt: skip
+    """SoftmaxCrossEntropyLoss: NegativeLogLikelihoodLoss of log_softmax(scores) over axis 1; also log_prob."""
+    logp = scores.log_softmax(1)
+    loss = _nll(logp, labels, weight, ignore_index, reduction)
+    return loss if ctx.n_outputs == 1 else (loss, logp)
