@@ -719,3 +719,216 @@ def softmax_cross_entropy_loss(
     logp = scores.log_softmax(1)
     loss = _nll(logp, labels, weight, ignore_index, reduction)
     return loss if ctx.n_outputs == 1 else (loss, logp)
+
+
+# *** resizing ***
+
+
+def _source_positions(mode: str, out: int, size: int, scale: float, roi: tuple[float, float] | None) -> np.ndarray:
+    """Where each output position along an axis samples the input (coordinate_transformation_mode)."""
+    y = np.arange(out, dtype=np.float64)
+    width = scale * size  # the output size before rounding down
+    if mode == "align_corners":
+        return np.zeros(out) if width == 1 else y * (size - 1) / (width - 1)
+    if mode == "asymmetric":
+        return y / scale
+    if mode == "tf_crop_and_resize":
+        lo, hi = roi if roi is not None else (0.0, 1.0)
+        x = np.full(out, (hi - lo) * (size - 1) / 2) if width == 1 else y * (hi - lo) * (size - 1) / (width - 1)
+        return x + lo * (size - 1)
+    if mode == "pytorch_half_pixel":
+        return np.full(out, -0.5) if width == 1 else (y + 0.5) / scale - 0.5
+    if mode == "half_pixel":
+        return (y + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        # the sampled region's center stays the input's center when the output size was rounded down
+        offset = size / 2 * (1 - out / width)
+        return offset + (y + 0.5) / scale - 0.5
+    raise ValueError(f"coordinate_transformation_mode {mode!r} is not supported")
+
+
+def _tap_weights(kind: str, ratio: np.ndarray, scale: float, cubic_a: float, nearest: str, antialias: bool):
+    """Each output position's weights on its neighbouring inputs; `ratio` is its distance past the input to its
+    left, in (0, 1] (1 on an input)."""
+    if kind == "nearest":
+        on = ratio == 1.0
+        if nearest == "round_prefer_floor":
+            right = ratio > 0.5
+        elif nearest == "round_prefer_ceil":
+            right = ratio >= 0.5
+        elif nearest == "floor":
+            right = np.zeros_like(ratio, dtype=bool)
+        elif nearest == "ceil":
+            right = np.ones_like(ratio, dtype=bool)
+        else:
+            raise ValueError(f"nearest_mode {nearest!r} is not supported")
+        right = right | on
+        return np.stack([~right, right], 1).astype(np.float64)
+    if kind == "linear":
+        if not antialias or scale >= 1:
+            return np.stack([1 - ratio, ratio], 1)
+        start = math.floor(-1 / scale) + 1
+        taps = (np.arange(start, 2 - start)[None, :] - ratio[:, None]) * scale
+        w = np.clip(1 - np.abs(taps), 0, 1)
+        return w / w.sum(1, keepdims=True)
+    if kind == "cubic":
+        a = cubic_a
+
+        def kernel(t: np.ndarray) -> np.ndarray:
+            t = np.abs(t)
+            near = ((a + 2) * t - (a + 3)) * t * t + 1
+            far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+            return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+
+        if not antialias or scale >= 1:
+            return kernel(np.stack([ratio + 1, ratio, 1 - ratio, 2 - ratio], 1))
+        start = math.floor(-2 / scale) + 1
+        w = kernel((np.arange(start, 2 - start)[None, :] - ratio[:, None]) * scale)
+        return w / w.sum(1, keepdims=True)
+    raise ValueError(f"mode {kind!r} is not supported")
+
+
+def _resize_axis(x: Tensor, axis: int, out: int, scale: float, roi: tuple[float, float] | None, **how: Any) -> Tensor:
+    """x resized along one axis: a gather where every output copies one input, else a weighted sum of inputs."""
+    size = x.shape[axis]
+    pos = _source_positions(how["coordinate_transformation_mode"], out, size, scale, roi)
+    whole = np.floor(pos)
+    ratio = np.where(pos == whole, 1.0, pos - whole)
+    w = _tap_weights(how["mode"], ratio, scale, how["cubic_coeff_a"], how["nearest_mode"], how["antialias"])
+    n = w.shape[1]
+    # the n inputs nearest pos (the left one on a tie), as positions that may lie outside the input
+    half = math.ceil(n / 2)
+    shifted = pos + half
+    left = np.floor(shifted)
+    frac = shifted - left
+    if n % 2 == 0:
+        first = np.where(frac == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        first = np.where(frac <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    idx = (left + first).astype(np.int64)[:, None] + np.arange(n)[None, :] - half
+    if how["exclude_outside"]:
+        w = np.where((idx < 0) | (idx >= size), 0.0, w)
+        total = w.sum(1, keepdims=True)
+        w = w / np.where(total == 0, 1.0, total)
+    idx = np.clip(idx, 0, size - 1)
+    lead = (slice(None),) * axis
+    if np.all((w == 0) | (w == 1)) and np.all(w.sum(1) == 1):
+        y = x[(*lead, Tensor(idx[w == 1].astype(np.int32), device=x.device))]
+    else:
+        dense = np.zeros((out, size))
+        np.add.at(dense, (np.repeat(np.arange(out), n), idx.reshape(-1)), w.reshape(-1))
+        calc = x.dtype if dtypes.is_float(x.dtype) else dtypes.float32
+        m = Tensor(dense.astype(np.float32), device=x.device).cast(calc)
+        y = (x.cast(calc).transpose(axis, -1) @ m.T).transpose(axis, -1)
+        if not dtypes.is_float(x.dtype):
+            y = y.round().clip(dtypes.min(x.dtype), dtypes.max(x.dtype)).cast(x.dtype)
+    if how["coordinate_transformation_mode"] == "tf_crop_and_resize":
+        outside = (pos < 0) | (pos > size - 1)
+        if outside.any():
+            shape = [out if i == axis else 1 for i in range(x.ndim)]
+            mask = Tensor(outside.reshape(shape), device=x.device)
+            y = mask.where(how["extrapolation_value"], y).cast(y.dtype)
+    return y
+
+
+def _resize(
+    x: Tensor,
+    roi: list[float] | None,
+    scales: list[float] | None,
+    sizes: list[int] | None,
+    axes: list[int] | None,
+    keep_aspect_ratio_policy: str,
+    **how: Any,
+) -> Tensor:
+    """Resize along `axes` (all by default) to `sizes`, or by `scales` (the size rounded down)."""
+    r = x.ndim
+    axes = list(range(r)) if axes is None else [a % r for a in axes]
+    roi = list(roi) if roi else None
+    scales, sizes = (list(scales) if scales else None), (list(sizes) if sizes else None)
+    if (scales is None) == (sizes is None):
+        raise ValueError("exactly one of scales and sizes must be given")
+    given = scales if scales is not None else sizes
+    if len(given) != len(axes):
+        raise ValueError(f"scales/sizes {given} need one entry per resized axis {axes}")
+    if how["antialias"] and how["mode"] == "nearest":
+        raise ValueError("antialias is not supported with mode='nearest'")
+    if sizes is not None:
+        factors = [s / x.shape[a] for s, a in zip(sizes, axes)]
+        if keep_aspect_ratio_policy in ("not_larger", "not_smaller"):
+            f = min(factors) if keep_aspect_ratio_policy == "not_larger" else max(factors)
+            factors = [f] * len(axes)
+            sizes = [int(f * x.shape[a] + 0.5) for a in axes]
+        elif keep_aspect_ratio_policy != "stretch":
+            raise ValueError(f"keep_aspect_ratio_policy {keep_aspect_ratio_policy!r} is not supported")
+    else:
+        factors = [float(s) for s in scales]
+        sizes = [int(f * x.shape[a]) for f, a in zip(factors, axes)]
+    if roi is not None and len(roi) == 2 * len(axes) and len(axes) != r:
+        full = [0.0] * r + [1.0] * r
+        for i, a in enumerate(axes):
+            full[a], full[a + r] = roi[i], roi[len(axes) + i]
+        roi = full
+    if roi is not None and len(roi) != 2 * r:
+        raise ValueError(f"roi {roi} needs 2 entries per axis of input {x.shape}")
+    y = x
+    for a, out, f in zip(axes, sizes, factors):
+        span = None if roi is None else (roi[a], roi[a + r])
+        trivial = span is None or (math.isclose(span[0], 0.0) and math.isclose(span[1], 1.0))
+        if math.isclose(f, 1.0) and out == y.shape[a] and trivial:
+            continue
+        y = _resize_axis(y, a, out, f, span, **how)
+    return y
+
+
+@onnx_op("Resize", 10, static=(1,))
+def resize_10(x: Tensor, scales: list[float], *, mode: str = "nearest") -> Tensor:
+    """Resize-10: by `scales` (sizes rounded down), sampling at output / scale (nearest: rounded down)."""
+    return _resize(x, None, scales, None, None, "stretch", mode=mode, coordinate_transformation_mode="asymmetric",
+                   cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0, nearest_mode="floor",
+                   antialias=0)  # fmt: skip
+
+
+@onnx_op("Resize", 11, static=(1, 2, 3))
+def resize_11(
+    x: Tensor,
+    roi: list[float] | None = None,
+    scales: list[float] | None = None,
+    sizes: list[int] | None = None,
+    *,
+    coordinate_transformation_mode: str = "half_pixel",
+    cubic_coeff_a: float = -0.75,
+    exclude_outside: int = 0,
+    extrapolation_value: float = 0.0,
+    mode: str = "nearest",
+    nearest_mode: str = "round_prefer_floor",
+) -> Tensor:
+    """Resize: nearest/linear/cubic resampling to `sizes` or by `scales`, as coordinate_transformation_mode maps
+    output positions to input ones."""
+    return _resize(x, roi, scales, sizes, None, "stretch", mode=mode,
+                   coordinate_transformation_mode=coordinate_transformation_mode, cubic_coeff_a=cubic_coeff_a,
+                   exclude_outside=exclude_outside, extrapolation_value=extrapolation_value,
+                   nearest_mode=nearest_mode, antialias=0)  # fmt: skip
+
+
+@onnx_op("Resize", 18, static=(1, 2, 3))
+def resize_18(
+    x: Tensor,
+    roi: list[float] | None = None,
+    scales: list[float] | None = None,
+    sizes: list[int] | None = None,
+    *,
+    antialias: int = 0,
+    axes: list[int] | None = None,
+    coordinate_transformation_mode: str = "half_pixel",
+    cubic_coeff_a: float = -0.75,
+    exclude_outside: int = 0,
+    extrapolation_value: float = 0.0,
+    keep_aspect_ratio_policy: str = "stretch",
+    mode: str = "nearest",
+    nearest_mode: str = "round_prefer_floor",
+) -> Tensor:
+    """Resize-18: Resize-11 plus antialias (a widened filter when shrinking), axes and keep_aspect_ratio_policy."""
+    return _resize(x, roi, scales, sizes, axes, keep_aspect_ratio_policy, mode=mode,
+                   coordinate_transformation_mode=coordinate_transformation_mode, cubic_coeff_a=cubic_coeff_a,
+                   exclude_outside=exclude_outside, extrapolation_value=extrapolation_value,
+                   nearest_mode=nearest_mode, antialias=antialias)  # fmt: skip
