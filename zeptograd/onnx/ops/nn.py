@@ -932,3 +932,221 @@ def resize_18(
                    coordinate_transformation_mode=coordinate_transformation_mode, cubic_coeff_a=cubic_coeff_a,
                    exclude_outside=exclude_outside, extrapolation_value=extrapolation_value,
                    nearest_mode=nearest_mode, antialias=antialias)  # fmt: skip
+
+
+# *** sampling grids ***
+
+
+def _reflect(v: Tensor, lo: float, hi: float) -> Tensor:
+    """v reflected off the borders lo and hi until it lies between them."""
+    span = hi - lo
+    below, above = lo - v, v - hi
+    out = v
+    for dist, near, far, side in ((below, lo, hi, v < lo), (above, hi, lo, v > hi)):
+        n = (dist / span).trunc()
+        r = dist - n * span
+        sign = 1.0 if near == lo else -1.0
+        even = (n - (n / 2).floor() * 2) == 0
+        out = side.where(even.where(near + sign * r, far - sign * r), out)
+    return out
+
+
+def _cubic(t: Tensor) -> list[Tensor]:
+    """Keys' cubic weights (a = -0.75) of the taps at -1, 0, 1, 2 for a sample t past tap 0."""
+    a = -0.75
+
+    def near(u: Tensor) -> Tensor:
+        return ((a + 2) * u - (a + 3)) * u * u + 1
+
+    def far(u: Tensor) -> Tensor:
+        return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+@onnx_op("GridSample", 16)
+def grid_sample(x: Tensor, grid: Tensor, *, align_corners: int = 0, mode: str = "bilinear",
+                padding_mode: str = "zeros") -> Tensor:  # fmt: skip
+    """GridSample: X (N, C, *D) sampled at the normalized points of grid (N, *out, len(D)), in [-1, 1] per axis."""
+    kind = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    if kind not in ("nearest", "linear", "cubic"):
+        raise ValueError(f"mode {mode!r} is not supported")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"padding_mode {padding_mode!r} is not supported")
+    dims, n = x.shape[2:], x.ndim - 2
+    if grid.ndim != n + 2 or grid.shape[-1] != n or grid.shape[0] != x.shape[0]:
+        raise ValueError(f"grid {grid.shape} must be (N, *out, {n}) for input {x.shape}")
+    N, C, outs = x.shape[0], x.shape[1], grid.shape[1:-1]
+    g = grid.cast(dtypes.float32)
+    coords = []
+    for i, size in enumerate(dims):  # the grid's last axis lists x (the last dim) first
+        v = g[..., n - 1 - i]
+        v = (v + 1) / 2 * (size - 1) if align_corners else ((v + 1) * size - 1) / 2
+        if kind == "nearest":
+            v = v.round()
+        lo, hi = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+        if padding_mode == "border":
+            v = v.clip(0, size - 1)
+        elif padding_mode == "reflection":
+            v = _reflect(v, lo, hi)
+        coords.append((v, lo, hi))
+    taps = []  # per axis: (integer position, weight) of each tap
+    for v, lo, hi in coords:
+        if kind == "nearest":
+            taps.append([(v, None)])
+            continue
+        base = v.floor()
+        t = v - base
+        if kind == "linear":
+            taps.append([(base, 1 - t), (base + 1, t)])
+        else:
+            taps.append(list(zip([base - 1, base, base + 1, base + 2], _cubic(t))))
+    flat_x = x.reshape(N, C, math.prod(dims))
+    calc = x.dtype if dtypes.is_float(x.dtype) else dtypes.float32
+    out = None
+    for combo in _product(taps):
+        flat, ok, weight = None, None, None
+        for a, ((pos, w), (_, lo, hi)) in enumerate(zip(combo, coords)):
+            size = dims[a]
+            if padding_mode == "border":
+                pos = pos.clip(0, size - 1)
+            elif padding_mode == "reflection":
+                pos = _reflect(pos, lo, hi).trunc().clip(0, size - 1)
+            inside = (pos >= 0) & (pos <= size - 1)
+            term = pos.clip(0, size - 1).cast(dtypes.int32) * math.prod(dims[a + 1 :])
+            flat = term if flat is None else flat + term
+            ok = inside if ok is None else ok & inside
+            if w is not None:
+                weight = w if weight is None else weight * w
+        idx = flat.reshape(N, 1, -1).expand(N, C, math.prod(outs))
+        vals = flat_x.gather(2, idx).reshape(N, C, *outs).cast(calc)
+        vals = ok.unsqueeze(1).where(vals, 0.0)
+        part = vals if weight is None else vals * weight.unsqueeze(1).cast(calc)
+        out = part if out is None else out + part
+    return out.cast(x.dtype)
+
+
+def _product(lists: list[list[Any]]) -> list[tuple[Any, ...]]:
+    combos: list[tuple[Any, ...]] = [()]
+    for options in lists:
+        combos = [c + (o,) for c in combos for o in options]
+    return combos
+
+
+@onnx_op("AffineGrid", 20, static=(1,))
+def affine_grid(theta: Tensor, size: list[int], *, align_corners: int = 0) -> Tensor:
+    """AffineGrid: theta (N, n, n + 1) applied to every normalized output position (x first), (N, *size, n)."""
+    spatial = list(size[2:])
+    n = len(spatial)
+    if theta.ndim != 3 or theta.shape[1:] != (n, n + 1):
+        raise ValueError(f"theta {theta.shape} must be (N, {n}, {n + 1}) for size {size}")
+    axes = []
+    for length in spatial:
+        if align_corners:
+            a = np.linspace(-1, 1, length) if length > 1 else np.array([-1.0])
+        else:
+            a = (np.arange(length) * 2 + 1) / length - 1
+        axes.append(a)
+    mesh = np.meshgrid(*axes, indexing="ij")
+    points = np.stack([m.reshape(-1) for m in reversed(mesh)] + [np.ones(math.prod(spatial))], 1)
+    base = Tensor(points.astype(np.float32), device=theta.device).cast(theta.dtype)
+    out = base @ theta.transpose(1, 2)  # (N, P, n)
+    return out.reshape(theta.shape[0], *spatial, n)
+
+
+@onnx_op("Col2Im", 18, static=(1, 2))
+def col2im(x: Tensor, image_shape: list[int], block_shape: list[int], *, dilations: list[int] | None = None,
+           pads: list[int] | None = None, strides: list[int] | None = None) -> Tensor:  # fmt: skip
+    """Col2Im: the columns (N, C * prod(block), L) of sliding blocks summed back into images (N, C, *image)."""
+    n = len(image_shape)
+    s = list(strides) if strides else [1] * n
+    d = list(dilations) if dilations else [1] * n
+    p = list(pads) if pads else [0] * (2 * n)
+    taps = math.prod(block_shape)
+    N, cols, L = x.shape
+    if cols % taps:
+        raise ValueError(f"input {x.shape}: dim 1 must divide by the block size {taps}")
+    padded = [i + p[a] + p[a + n] for a, i in enumerate(image_shape)]
+    blocks = [(pi - (di * (k - 1) + 1)) // si + 1 for pi, di, k, si in zip(padded, d, block_shape, s)]
+    if math.prod(blocks) != L:
+        raise ValueError(f"input {x.shape}: dim 2 must be the number of blocks {blocks}, {math.prod(blocks)}")
+    c = cols // taps
+    per_tap = x.reshape(N, c, taps, *blocks)
+    out = None
+    for t, offsets in enumerate(np.ndindex(*block_shape)):
+        v = per_tap[:, :, t]
+        for a, (o, si) in enumerate(zip(blocks, s)):
+            if si > 1:  # the block values si apart: si - 1 zeros after each, the trailing ones dropped
+                ax = 2 + a
+                v = v.unsqueeze(ax + 1).pad([(0, 0)] * (ax + 1) + [(0, si - 1)] + [(0, 0)] * (v.ndim - ax - 1))
+                v = v.reshape(*v.shape[:ax], o * si, *v.shape[ax + 2 :]).shrink_to(
+                    *v.shape[:ax], (o - 1) * si + 1, *v.shape[ax + 2 :]
+                )
+        placement = [(0, 0), (0, 0)]
+        for a, (j, di, pi) in enumerate(zip(offsets, d, padded)):
+            start = j * di
+            placement.append((start, pi - start - v.shape[2 + a]))
+        v = v.pad(placement)
+        out = v if out is None else out + v
+    return out.pad([(0, 0), (0, 0)] + [(-p[a], -p[a + n]) for a in range(n)])
+
+
+# *** boxes ***
+
+
+def _suppresses(a: np.ndarray, b: np.ndarray, center: int, threshold: float) -> bool:
+    """Whether box b overlaps box a by an intersection over union above threshold."""
+    if center:
+        ax0, ax1, ay0, ay1 = a[0] - a[2] / 2, a[0] + a[2] / 2, a[1] - a[3] / 2, a[1] + a[3] / 2
+        bx0, bx1, by0, by1 = b[0] - b[2] / 2, b[0] + b[2] / 2, b[1] - b[3] / 2, b[1] + b[3] / 2
+    else:  # corners (y1, x1, y2, x2) in either order
+        ay0, ay1, ax0, ax1 = min(a[0], a[2]), max(a[0], a[2]), min(a[1], a[3]), max(a[1], a[3])
+        by0, by1, bx0, bx1 = min(b[0], b[2]), max(b[0], b[2]), min(b[1], b[3]), max(b[1], b[3])
+    iw, ih = min(ax1, bx1) - max(ax0, bx0), min(ay1, by1) - max(ay0, by0)
+    if iw <= 0 or ih <= 0:
+        return False
+    inter = iw * ih
+    area_a, area_b = (ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0)
+    union = area_a + area_b - inter
+    if area_a <= 0 or area_b <= 0 or union <= 0:
+        return False
+    return inter / union > threshold
+
+
+@onnx_op("NonMaxSuppression", 10, static=(0, 1, 2, 3, 4))
+def non_max_suppression(
+    boxes: list[Any],
+    scores: list[Any],
+    max_output_boxes_per_class: Any = None,
+    iou_threshold: Any = None,
+    score_threshold: Any = None,
+    *,
+    center_point_box: int = 0,
+    ctx: Any,
+) -> Tensor:
+    """NonMaxSuppression: per batch and class, the boxes by falling score, each kept unless a kept one overlaps it
+    by more than iou_threshold; (batch, class, box) int64 rows. Its output's size depends on the values, so the
+    boxes and scores are read as values."""
+
+    def scalar(v: Any, default: Any) -> Any:
+        v = np.asarray(v if v is not None else [], dtype=np.float64).reshape(-1)
+        return v[0] if v.size else default
+
+    limit = max(int(scalar(max_output_boxes_per_class, 0)), 0)
+    iou = float(scalar(iou_threshold, 0.0))
+    floor = scalar(score_threshold, None)
+    b, sc = np.asarray(boxes, np.float64), np.asarray(scores, np.float64)
+    picked = []
+    for n in range(sc.shape[0]):
+        for c in range(sc.shape[1]):
+            s = sc[n, c]
+            order = [i for i in np.argsort(-s, kind="stable") if floor is None or s[i] > floor]
+            kept: list[int] = []
+            for i in order:
+                if len(kept) >= limit:
+                    break
+                if not any(_suppresses(b[n, k], b[n, i], center_point_box, iou) for k in kept):
+                    kept.append(i)
+            picked += [(n, c, i) for i in kept]
+    out = np.array(picked, dtype=np.int64).reshape(-1, 3)
+    return Tensor(out, device=ctx.runner.device)
