@@ -1150,3 +1150,91 @@ def non_max_suppression(
             picked += [(n, c, i) for i in kept]
     out = np.array(picked, dtype=np.int64).reshape(-1, 3)
     return Tensor(out, device=ctx.runner.device)
+
+
+def _roi_samples(roi: np.ndarray, height: int, width: int, oh: int, ow: int, ratio: int, scale: float,
+                 half_pixel: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """For one region: per output bin and sample point, the 4 neighbouring pixels (flat) and bilinear weights,
+    (oh * ow, samples, 4) each; a sample off the image has weights 0."""
+    shift = 0.5 if half_pixel else 0.0
+    x0, y0, x1, y1 = (float(v) * scale - shift for v in roi[:4])
+    rw, rh = x1 - x0, y1 - y0
+    if not half_pixel:
+        rw, rh = max(rw, 1.0), max(rh, 1.0)
+    bh, bw = rh / oh, rw / ow
+    gh = ratio if ratio > 0 else math.ceil(rh / oh)
+    gw = ratio if ratio > 0 else math.ceil(rw / ow)
+    pos = np.zeros((oh * ow, gh * gw, 4), np.int64)
+    wts = np.zeros((oh * ow, gh * gw, 4))
+    for b, (ph, pw) in enumerate(np.ndindex(oh, ow)):
+        for s, (iy, ix) in enumerate(np.ndindex(gh, gw)):
+            y = y0 + ph * bh + (iy + 0.5) * bh / gh
+            x = x0 + pw * bw + (ix + 0.5) * bw / gw
+            if y < -1.0 or y > height or x < -1.0 or x > width:
+                continue
+            y, x = max(y, 0.0), max(x, 0.0)
+            ylo, xlo = int(y), int(x)
+            if ylo >= height - 1:
+                ylo = yhi = height - 1
+                y = float(ylo)
+            else:
+                yhi = ylo + 1
+            if xlo >= width - 1:
+                xlo = xhi = width - 1
+                x = float(xlo)
+            else:
+                xhi = xlo + 1
+            ly, lx = y - ylo, x - xlo
+            pos[b, s] = (ylo * width + xlo, ylo * width + xhi, yhi * width + xlo, yhi * width + xhi)
+            wts[b, s] = ((1 - ly) * (1 - lx), (1 - ly) * lx, ly * (1 - lx), ly * lx)
+    return pos, wts
+
+
+def _roi_align(x: Tensor, rois: list[Any], batch_indices: list[int], mode: str, oh: int, ow: int, ratio: int,
+               scale: float, half_pixel: bool) -> Tensor:  # fmt: skip
+    if mode not in ("avg", "max"):
+        raise ValueError(f"mode must be 'avg' or 'max', got {mode!r}")
+    n, c, h, w = x.shape
+    boxes = np.asarray(rois, np.float64).reshape(-1, 4)
+    batch = np.asarray(batch_indices, np.int64).reshape(-1)
+    per_roi = [_roi_samples(r, h, w, oh, ow, ratio, scale, half_pixel) for r in boxes]
+    r_count = len(per_roi)
+    if r_count == 0:
+        return Tensor.zeros(0, c, oh, ow, dtype=x.dtype, device=x.device)
+    most = max(p.shape[1] for p, _ in per_roi)
+    pos = np.zeros((r_count, oh * ow, most, 4), np.int64)
+    wts = np.zeros((r_count, oh * ow, most, 4))
+    real = np.zeros((r_count, 1, oh * ow, most), bool)
+    for i, (p, wt) in enumerate(per_roi):
+        pos[i, :, : p.shape[1]], wts[i, :, : p.shape[1]], real[i, :, :, : p.shape[1]] = p, wt, True
+    count = np.array([max(p.shape[1], 1) for p, _ in per_roi], np.float64).reshape(-1, 1, 1)
+    # each region's image: the batch entries gathered, flattened (R, C, H * W)
+    images = x.reshape(n, c, h * w)[Tensor(batch.astype(np.int32), device=x.device)]
+    idx = Tensor(pos.reshape(r_count, 1, -1).astype(np.int32), device=x.device).expand(r_count, c, oh * ow * most * 4)
+    vals = images.gather(2, idx).reshape(r_count, c, oh * ow, most, 4)
+    weighted = vals * Tensor(wts.astype(np.float32), device=x.device).cast(x.dtype).unsqueeze(1)
+    if mode == "avg":
+        out = weighted.sum((-1, -2)) / Tensor(count.astype(np.float32), device=x.device).cast(x.dtype)
+    else:
+        best = weighted.max(-1)
+        out = Tensor(real, device=x.device).where(best, -math.inf).max(-1)
+    return out.reshape(r_count, c, oh, ow).cast(x.dtype)
+
+
+@onnx_op("RoiAlign", 10, static=(1, 2))
+def roi_align_10(x: Tensor, rois: list[Any], batch_indices: list[int], *, mode: str = "avg", output_height: int = 1,
+                 output_width: int = 1, sampling_ratio: int = 0, spatial_scale: float = 1.0) -> Tensor:  # fmt: skip
+    """RoiAlign-10: each region of X averaged (or maxed) over bilinear samples into output bins (no half-pixel
+    shift). The regions decide how many samples there are, so they are read as values."""
+    return _roi_align(x, rois, batch_indices, mode, output_height, output_width, sampling_ratio, spatial_scale, False)
+
+
+@onnx_op("RoiAlign", 16, static=(1, 2))
+def roi_align(x: Tensor, rois: list[Any], batch_indices: list[int], *, coordinate_transformation_mode: str = "half_pixel",
+              mode: str = "avg", output_height: int = 1, output_width: int = 1, sampling_ratio: int = 0,
+              spatial_scale: float = 1.0) -> Tensor:  # fmt: skip
+    """RoiAlign: each region of X averaged (or maxed) over bilinear samples into output bins."""
+    if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
+        raise ValueError(f"coordinate_transformation_mode {coordinate_transformation_mode!r} is not supported")
+    half = coordinate_transformation_mode == "half_pixel"
+    return _roi_align(x, rois, batch_indices, mode, output_height, output_width, sampling_ratio, spatial_scale, half)
