@@ -1238,3 +1238,60 @@ def roi_align(x: Tensor, rois: list[Any], batch_indices: list[int], *, coordinat
         raise ValueError(f"coordinate_transformation_mode {coordinate_transformation_mode!r} is not supported")
     half = coordinate_transformation_mode == "half_pixel"
     return _roi_align(x, rois, batch_indices, mode, output_height, output_width, sampling_ratio, spatial_scale, half)
+
+
+@onnx_op("DeformConv", 19)
+def deform_conv(
+    x: Tensor,
+    w: Tensor,
+    offset: Tensor,
+    b: Tensor | None = None,
+    mask: Tensor | None = None,
+    *,
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    offset_group: int = 1,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
+    """DeformConv: Conv whose every tap reads X bilinearly (zeros outside) at its position plus a learned offset,
+    scaled by mask."""
+    if x.ndim != 4:
+        raise ValueError(f"only 2-d DeformConv is supported, got input {x.shape}")
+    n, c, h, wd = x.shape
+    m, kh, kw = w.shape[0], *w.shape[2:]
+    if c != w.shape[1] * group or m % group or c % offset_group:
+        raise ValueError(f"input {x.shape}, weight {w.shape}, group {group}, offset_group {offset_group} do not fit")
+    sh, sw = strides or (1, 1)
+    dh, dw = dilations or (1, 1)
+    p = pads or [0, 0, 0, 0]
+    oh, ow = offset.shape[2:]
+    k, g = kh * kw, offset_group
+    off = offset.reshape(n, g, kh, kw, 2, oh, ow).cast(dtypes.float32)
+    # each tap's sampling position: the window's start, the tap, and its offset
+    rows = (Tensor.arange(oh, device=x.device) * sh - p[0]).reshape(1, 1, 1, 1, oh, 1) + (
+        Tensor.arange(kh, device=x.device) * dh
+    ).reshape(1, 1, kh, 1, 1, 1)
+    cols = (Tensor.arange(ow, device=x.device) * sw - p[1]).reshape(1, 1, 1, 1, 1, ow) + (
+        Tensor.arange(kw, device=x.device) * dw
+    ).reshape(1, 1, 1, kw, 1, 1)
+    y, xx = rows + off[:, :, :, :, 0], cols + off[:, :, :, :, 1]
+    y0, x0 = y.floor(), xx.floor()
+    ty, tx = y - y0, xx - x0
+    flat_x = x.reshape(n, g, c // g, h * wd)
+    sampled = None
+    for yy, wy in ((y0, 1 - ty), (y0 + 1, ty)):
+        for xc, wx in ((x0, 1 - tx), (x0 + 1, tx)):
+            ok = (yy >= 0) & (yy <= h - 1) & (xc >= 0) & (xc <= wd - 1)
+            idx = (yy.clip(0, h - 1) * wd + xc.clip(0, wd - 1)).cast(dtypes.int32).reshape(n, g, 1, -1)
+            vals = flat_x.gather(3, idx.expand(n, g, c // g, k * oh * ow)).reshape(n, g, c // g, kh, kw, oh, ow)
+            weight = ok.where(wy * wx, 0.0).cast(x.dtype).unsqueeze(2)
+            part = vals * weight
+            sampled = part if sampled is None else sampled + part
+    if mask is not None:
+        sampled = sampled * mask.reshape(n, g, 1, kh, kw, oh, ow)
+    columns = sampled.reshape(n, group, c // group, k, oh * ow)
+    kernel = w.reshape(group, m // group, c // group, k)
+    out = Tensor.einsum("ngckp,gmck->ngmp", columns, kernel).reshape(n, m, oh, ow)
+    return out if b is None else out + _channel_shape(b, 4)
