@@ -182,11 +182,24 @@ def attention_23(
 ) -> tuple[Tensor, ...]:
     """Attention: softmax(Q K^T * scale + mask) V, with a KV cache, GQA, causal masks and softcap."""
     return _attention(
-        q, k, v, attn_mask, past_key, past_value, None,
-        is_causal=is_causal, kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
-        qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
-        softmax_precision=softmax_precision, left_window_size=-1, right_window_size=-1, n_outputs=ctx.n_outputs,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        attn_mask,
+        past_key,
+        past_value,
+        None,
+        is_causal=is_causal,
+        kv_num_heads=kv_num_heads,
+        q_num_heads=q_num_heads,
+        qk_matmul_output_mode=qk_matmul_output_mode,
+        scale=scale,
+        softcap=softcap,
+        softmax_precision=softmax_precision,
+        left_window_size=-1,
+        right_window_size=-1,
+        n_outputs=ctx.n_outputs,
+    )
 
 
 @onnx_op("Attention", 24)
@@ -210,11 +223,24 @@ def attention_24(
 ) -> tuple[Tensor, ...]:
     """Attention-24: Attention-23 plus nonpad_kv_seqlen (the valid keys per batch of a static cache)."""
     return _attention(
-        q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen,
-        is_causal=is_causal, kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
-        qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
-        softmax_precision=softmax_precision, left_window_size=-1, right_window_size=-1, n_outputs=ctx.n_outputs,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        attn_mask,
+        past_key,
+        past_value,
+        nonpad_kv_seqlen,
+        is_causal=is_causal,
+        kv_num_heads=kv_num_heads,
+        q_num_heads=q_num_heads,
+        qk_matmul_output_mode=qk_matmul_output_mode,
+        scale=scale,
+        softcap=softcap,
+        softmax_precision=softmax_precision,
+        left_window_size=-1,
+        right_window_size=-1,
+        n_outputs=ctx.n_outputs,
+    )
 
 
 @onnx_op("Attention", 25)
@@ -242,12 +268,24 @@ def attention_25(
     if q.ndim == 4 and (q_num_heads is not None or kv_num_heads is not None):
         raise ValueError("q_num_heads and kv_num_heads must not be given for 4-d inputs")
     return _attention(
-        q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen,
-        is_causal=is_causal, kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
-        qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
-        softmax_precision=softmax_precision, left_window_size=left_window_size,
-        right_window_size=right_window_size, n_outputs=ctx.n_outputs,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        attn_mask,
+        past_key,
+        past_value,
+        nonpad_kv_seqlen,
+        is_causal=is_causal,
+        kv_num_heads=kv_num_heads,
+        q_num_heads=q_num_heads,
+        qk_matmul_output_mode=qk_matmul_output_mode,
+        scale=scale,
+        softcap=softcap,
+        softmax_precision=softmax_precision,
+        left_window_size=left_window_size,
+        right_window_size=right_window_size,
+        n_outputs=ctx.n_outputs,
+    )
 
 
 @onnx_op("RotaryEmbedding", 23)

@@ -68,7 +68,9 @@ def _geometry(
     ceil_pairs = []
     for i, si, span, (b, e) in zip(spatial, s, spans, pairs):
         if span > i + b + e:
-            raise ValueError(f"the kernel {tuple(kernel)} (dilations {d}) is bigger than the padded input {tuple(spatial)}")
+            raise ValueError(
+                f"the kernel {tuple(kernel)} (dilations {d}) is bigger than the padded input {tuple(spatial)}"
+            )
         extra = 0
         if ceil_mode:
             o = -(-(i + b + e - span) // si) + 1
@@ -171,8 +173,9 @@ def _int_conv(x: Tensor, x_zp: Tensor | None, w: Tensor, w_zp: Tensor | None, **
     if w_zp is not None:
         zp = w_zp.cast(dtypes.int32)
         wi = wi - (zp.reshape(-1, *(1,) * (w.ndim - 1)) if zp.numel() > 1 else zp.reshape(()))
-    s, d, pairs, _ = _geometry(x.shape[2:], w.shape[2:], attrs["strides"], attrs["dilations"], attrs["pads"],
-                               attrs["auto_pad"])  # fmt: skip
+    s, d, pairs, _ = _geometry(
+        x.shape[2:], w.shape[2:], attrs["strides"], attrs["dilations"], attrs["pads"], attrs["auto_pad"]
+    )
     return xi.conv2d(wi, groups=attrs["group"], stride=s, dilation=d, padding=_torch_pads(pairs), dtype=dtypes.int32)
 
 
@@ -191,8 +194,17 @@ def conv_integer(
     strides: list[int] | None = None,
 ) -> Tensor:
     """ConvInteger: int32 Conv of (x - x_zero_point) and (w - w_zero_point)."""
-    return _int_conv(x, x_zero_point, w, w_zero_point, auto_pad=auto_pad, dilations=dilations, group=group,
-                     pads=pads, strides=strides)  # fmt: skip
+    return _int_conv(
+        x,
+        x_zero_point,
+        w,
+        w_zero_point,
+        auto_pad=auto_pad,
+        dilations=dilations,
+        group=group,
+        pads=pads,
+        strides=strides,
+    )
 
 
 @onnx_op("QLinearConv", 10)
@@ -215,8 +227,17 @@ def qlinear_conv(
     strides: list[int] | None = None,
 ) -> Tensor:
     """QLinearConv: saturate(round((conv(x - xz, w - wz) + B) * xs * ws / ys) + yz)."""
-    acc = _int_conv(x, x_zero_point, w, w_zero_point, auto_pad=auto_pad, dilations=dilations, group=group,
-                    pads=pads, strides=strides)  # fmt: skip
+    acc = _int_conv(
+        x,
+        x_zero_point,
+        w,
+        w_zero_point,
+        auto_pad=auto_pad,
+        dilations=dilations,
+        group=group,
+        pads=pads,
+        strides=strides,
+    )
     if b is not None:
         acc = acc + _channel_shape(b.cast(dtypes.int32), acc.ndim)
     ws = w_scale.cast(dtypes.float32)
@@ -564,8 +585,9 @@ def _coerced(x: Tensor, axis: int, fn: Any) -> Tensor:
 
 def _hardmax(x: Tensor, axis: int) -> Tensor:
     first = x.argmax(axis, keepdim=True)
-    positions = Tensor.arange(x.shape[axis], device=x.device).reshape(*(x.shape[axis] if i == axis % x.ndim else 1
-                                                                        for i in range(x.ndim)))  # fmt: skip
+    positions = Tensor.arange(x.shape[axis], device=x.device).reshape(
+        *(x.shape[axis] if i == axis % x.ndim else 1 for i in range(x.ndim))
+    )
     return (positions == first).cast(x.dtype)
 
 
@@ -617,8 +639,8 @@ def gemm(
     alpha: float = 1.0,
     beta: float = 1.0,
     broadcast: int = 0,
-    transA: int = 0,  # noqa: N803 (ONNX's attribute names)
-    transB: int = 0,  # noqa: N803
+    transA: int = 0,
+    transB: int = 0,
 ) -> Tensor:
     """Gemm: alpha * A' @ B' + beta * C (A', B' transposed by transA, transB; C broadcast)."""
     y = (a.T if transA else a) @ (b.T if transB else b)
@@ -656,16 +678,16 @@ def dropout_1(
 
 
 @onnx_op("Dropout", 12, static=(1, 2))
-def dropout(x: Tensor, ratio: float | None = None, training_mode: bool | None = None, *, seed: int | None = None,
-            ctx: Any) -> Any:  # fmt: skip
+def dropout(
+    x: Tensor, ratio: float | None = None, training_mode: bool | None = None, *, seed: int | None = None, ctx: Any
+) -> Any:
     """Dropout: the identity unless training_mode, where each element is zeroed with probability `ratio` and the
     rest scaled by 1 / (1 - ratio); the mask says which were kept."""
     r = 0.5 if ratio is None else float(ratio)
     if not training_mode or r == 0:
         mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device)
     else:
-        if seed is not None:
-            Tensor.manual_seed(seed)
+        # `seed` is accepted, but the mask comes from zeptograd's generator (Tensor.manual_seed seeds it)
         mask = Tensor.rand(*x.shape, device=x.device) >= r
         x = mask.where(x / (1 - r), 0).cast(x.dtype)
     return x if ctx.n_outputs == 1 else (x, mask)
@@ -703,18 +725,27 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int 
 
 @onnx_op("NegativeLogLikelihoodLoss", 12)
 def negative_log_likelihood_loss(
-    x: Tensor, target: Tensor, weight: Tensor | None = None, *, ignore_index: int | None = None,
+    x: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    *,
+    ignore_index: int | None = None,
     reduction: str = "mean",
-) -> Tensor:  # fmt: skip
+) -> Tensor:
     """NegativeLogLikelihoodLoss: -x[n, target[n, ...], ...] * weight[target], reduced."""
     return _nll(x, target, weight, ignore_index, reduction)
 
 
 @onnx_op("SoftmaxCrossEntropyLoss", 12)
 def softmax_cross_entropy_loss(
-    scores: Tensor, labels: Tensor, weight: Tensor | None = None, *, ignore_index: int | None = None,
-    reduction: str = "mean", ctx: Any,
-) -> Any:  # fmt: skip
+    scores: Tensor,
+    labels: Tensor,
+    weight: Tensor | None = None,
+    *,
+    ignore_index: int | None = None,
+    reduction: str = "mean",
+    ctx: Any,
+) -> Any:
     """SoftmaxCrossEntropyLoss: NegativeLogLikelihoodLoss of log_softmax(scores) over axis 1; also log_prob."""
     logp = scores.log_softmax(1)
     loss = _nll(logp, labels, weight, ignore_index, reduction)
@@ -883,9 +914,21 @@ def _resize(
 @onnx_op("Resize", 10, static=(1,))
 def resize_10(x: Tensor, scales: list[float], *, mode: str = "nearest") -> Tensor:
     """Resize-10: by `scales` (sizes rounded down), sampling at output / scale (nearest: rounded down)."""
-    return _resize(x, None, scales, None, None, "stretch", mode=mode, coordinate_transformation_mode="asymmetric",
-                   cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0, nearest_mode="floor",
-                   antialias=0)  # fmt: skip
+    return _resize(
+        x,
+        None,
+        scales,
+        None,
+        None,
+        "stretch",
+        mode=mode,
+        coordinate_transformation_mode="asymmetric",
+        cubic_coeff_a=-0.75,
+        exclude_outside=0,
+        extrapolation_value=0.0,
+        nearest_mode="floor",
+        antialias=0,
+    )
 
 
 @onnx_op("Resize", 11, static=(1, 2, 3))
@@ -904,10 +947,21 @@ def resize_11(
 ) -> Tensor:
     """Resize: nearest/linear/cubic resampling to `sizes` or by `scales`, as coordinate_transformation_mode maps
     output positions to input ones."""
-    return _resize(x, roi, scales, sizes, None, "stretch", mode=mode,
-                   coordinate_transformation_mode=coordinate_transformation_mode, cubic_coeff_a=cubic_coeff_a,
-                   exclude_outside=exclude_outside, extrapolation_value=extrapolation_value,
-                   nearest_mode=nearest_mode, antialias=0)  # fmt: skip
+    return _resize(
+        x,
+        roi,
+        scales,
+        sizes,
+        None,
+        "stretch",
+        mode=mode,
+        coordinate_transformation_mode=coordinate_transformation_mode,
+        cubic_coeff_a=cubic_coeff_a,
+        exclude_outside=exclude_outside,
+        extrapolation_value=extrapolation_value,
+        nearest_mode=nearest_mode,
+        antialias=0,
+    )
 
 
 @onnx_op("Resize", 18, static=(1, 2, 3))
@@ -928,10 +982,21 @@ def resize_18(
     nearest_mode: str = "round_prefer_floor",
 ) -> Tensor:
     """Resize-18: Resize-11 plus antialias (a widened filter when shrinking), axes and keep_aspect_ratio_policy."""
-    return _resize(x, roi, scales, sizes, axes, keep_aspect_ratio_policy, mode=mode,
-                   coordinate_transformation_mode=coordinate_transformation_mode, cubic_coeff_a=cubic_coeff_a,
-                   exclude_outside=exclude_outside, extrapolation_value=extrapolation_value,
-                   nearest_mode=nearest_mode, antialias=antialias)  # fmt: skip
+    return _resize(
+        x,
+        roi,
+        scales,
+        sizes,
+        axes,
+        keep_aspect_ratio_policy,
+        mode=mode,
+        coordinate_transformation_mode=coordinate_transformation_mode,
+        cubic_coeff_a=cubic_coeff_a,
+        exclude_outside=exclude_outside,
+        extrapolation_value=extrapolation_value,
+        nearest_mode=nearest_mode,
+        antialias=antialias,
+    )
 
 
 # *** sampling grids ***
@@ -965,8 +1030,9 @@ def _cubic(t: Tensor) -> list[Tensor]:
 
 
 @onnx_op("GridSample", 16)
-def grid_sample(x: Tensor, grid: Tensor, *, align_corners: int = 0, mode: str = "bilinear",
-                padding_mode: str = "zeros") -> Tensor:  # fmt: skip
+def grid_sample(
+    x: Tensor, grid: Tensor, *, align_corners: int = 0, mode: str = "bilinear", padding_mode: str = "zeros"
+) -> Tensor:
     """GridSample: X (N, C, *D) sampled at the normalized points of grid (N, *out, len(D)), in [-1, 1] per axis."""
     kind = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
     if kind not in ("nearest", "linear", "cubic"):
@@ -991,7 +1057,7 @@ def grid_sample(x: Tensor, grid: Tensor, *, align_corners: int = 0, mode: str = 
             v = _reflect(v, lo, hi)
         coords.append((v, lo, hi))
     taps = []  # per axis: (integer position, weight) of each tap
-    for v, lo, hi in coords:
+    for v, _, _ in coords:
         if kind == "nearest":
             taps.append([(v, None)])
             continue
@@ -1055,8 +1121,15 @@ def affine_grid(theta: Tensor, size: list[int], *, align_corners: int = 0) -> Te
 
 
 @onnx_op("Col2Im", 18, static=(1, 2))
-def col2im(x: Tensor, image_shape: list[int], block_shape: list[int], *, dilations: list[int] | None = None,
-           pads: list[int] | None = None, strides: list[int] | None = None) -> Tensor:  # fmt: skip
+def col2im(
+    x: Tensor,
+    image_shape: list[int],
+    block_shape: list[int],
+    *,
+    dilations: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Tensor:
     """Col2Im: the columns (N, C * prod(block), L) of sliding blocks summed back into images (N, C, *image)."""
     n = len(image_shape)
     s = list(strides) if strides else [1] * n
@@ -1152,8 +1225,9 @@ def non_max_suppression(
     return Tensor(out, device=ctx.runner.device)
 
 
-def _roi_samples(roi: np.ndarray, height: int, width: int, oh: int, ow: int, ratio: int, scale: float,
-                 half_pixel: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _roi_samples(
+    roi: np.ndarray, height: int, width: int, oh: int, ow: int, ratio: int, scale: float, half_pixel: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """For one region: per output bin and sample point, the 4 neighbouring pixels (flat) and bilinear weights,
     (oh * ow, samples, 4) each; a sample off the image has weights 0."""
     shift = 0.5 if half_pixel else 0.0
@@ -1190,8 +1264,17 @@ def _roi_samples(roi: np.ndarray, height: int, width: int, oh: int, ow: int, rat
     return pos, wts
 
 
-def _roi_align(x: Tensor, rois: list[Any], batch_indices: list[int], mode: str, oh: int, ow: int, ratio: int,
-               scale: float, half_pixel: bool) -> Tensor:  # fmt: skip
+def _roi_align(
+    x: Tensor,
+    rois: list[Any],
+    batch_indices: list[int],
+    mode: str,
+    oh: int,
+    ow: int,
+    ratio: int,
+    scale: float,
+    half_pixel: bool,
+) -> Tensor:
     if mode not in ("avg", "max"):
         raise ValueError(f"mode must be 'avg' or 'max', got {mode!r}")
     n, c, h, w = x.shape
@@ -1222,17 +1305,35 @@ def _roi_align(x: Tensor, rois: list[Any], batch_indices: list[int], mode: str, 
 
 
 @onnx_op("RoiAlign", 10, static=(1, 2))
-def roi_align_10(x: Tensor, rois: list[Any], batch_indices: list[int], *, mode: str = "avg", output_height: int = 1,
-                 output_width: int = 1, sampling_ratio: int = 0, spatial_scale: float = 1.0) -> Tensor:  # fmt: skip
+def roi_align_10(
+    x: Tensor,
+    rois: list[Any],
+    batch_indices: list[int],
+    *,
+    mode: str = "avg",
+    output_height: int = 1,
+    output_width: int = 1,
+    sampling_ratio: int = 0,
+    spatial_scale: float = 1.0,
+) -> Tensor:
     """RoiAlign-10: each region of X averaged (or maxed) over bilinear samples into output bins (no half-pixel
     shift). The regions decide how many samples there are, so they are read as values."""
     return _roi_align(x, rois, batch_indices, mode, output_height, output_width, sampling_ratio, spatial_scale, False)
 
 
 @onnx_op("RoiAlign", 16, static=(1, 2))
-def roi_align(x: Tensor, rois: list[Any], batch_indices: list[int], *, coordinate_transformation_mode: str = "half_pixel",
-              mode: str = "avg", output_height: int = 1, output_width: int = 1, sampling_ratio: int = 0,
-              spatial_scale: float = 1.0) -> Tensor:  # fmt: skip
+def roi_align(
+    x: Tensor,
+    rois: list[Any],
+    batch_indices: list[int],
+    *,
+    coordinate_transformation_mode: str = "half_pixel",
+    mode: str = "avg",
+    output_height: int = 1,
+    output_width: int = 1,
+    sampling_ratio: int = 0,
+    spatial_scale: float = 1.0,
+) -> Tensor:
     """RoiAlign: each region of X averaged (or maxed) over bilinear samples into output bins."""
     if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
         raise ValueError(f"coordinate_transformation_mode {coordinate_transformation_mode!r} is not supported")
