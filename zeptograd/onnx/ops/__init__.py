@@ -1,9 +1,4 @@
 """The ONNX op table's functions, one module per kind of op; importing this package registers them all."""
 
-from zeptograd.onnx.ops import (  # noqa: F401
-    attention,
-    control,
-    elementwise,
-    nn,
-    shape,
-)
+import zeptograd.onnx.ops.attention  # noqa: F401
+from zeptograd.onnx.ops import control, elementwise, nn, shape  # noqa: F401
