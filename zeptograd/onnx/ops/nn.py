@@ -1051,8 +1051,8 @@ def grid_sample(
         if kind == "nearest":
             v = v.round()
         lo, hi = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
-        if padding_mode == "border":
-            v = v.clip(0, size - 1)
+        if padding_mode == "border":  # a point inside the borders stays, even short of the first pixel
+            v = ((v < lo) | (v > hi)).where(v.clip(0, size - 1), v)
         elif padding_mode == "reflection":
             v = _reflect(v, lo, hi)
         coords.append((v, lo, hi))
