@@ -253,10 +253,6 @@ def qlinear_conv(
 # *** pooling ***
 
 
-def _pool_windows(x: Tensor, ceil_pairs: Pairs, value: Any) -> Tensor:
-    return _pad_spatial(x, ceil_pairs, value)
-
-
 def _tap_count(spatial: Sequence[int], kernel, s, d, pairs: Pairs, ceil_pairs: Pairs, with_pad: bool) -> np.ndarray:
     """How many taps of each output window land on the input (and on the asked-for padding, `with_pad`)."""
     counts = None
@@ -271,7 +267,7 @@ def _tap_count(spatial: Sequence[int], kernel, s, d, pairs: Pairs, ceil_pairs: P
 
 def _window_sum(x: Tensor, kernel, s, d, ceil_pairs: Pairs) -> Tensor:
     """The sum over each window of the zero-padded x."""
-    return _pool_windows(x, ceil_pairs, 0.0).avg_pool2d(tuple(kernel), stride=s, dilation=d) * math.prod(kernel)
+    return _pad_spatial(x, ceil_pairs, 0.0).avg_pool2d(tuple(kernel), stride=s, dilation=d) * math.prod(kernel)
 
 
 def _pool_attrs(x: Tensor, kernel_shape: list[int] | None, strides, dilations, pads, auto_pad, ceil_mode):
@@ -296,8 +292,16 @@ def average_pool(
 ) -> Tensor:
     """AveragePool: the mean over each window (the padding counted when count_include_pad)."""
     s, d, pairs, ceil_pairs = _pool_attrs(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
-    if all(b == e == 0 for b, e in ceil_pairs):
-        return x.avg_pool2d(tuple(kernel_shape), stride=s, dilation=d)
+    if _torch_padding(pairs, kernel_shape):
+        return x.avg_pool2d(
+            tuple(kernel_shape),
+            stride=s,
+            dilation=d,
+            padding=[b for b, _ in pairs],
+            ceil_mode=bool(ceil_mode),
+            count_include_pad=bool(count_include_pad),
+        )
+    # padding PyTorch cannot say: the windows of an explicitly padded input, each divided by its own count
     total = _window_sum(x, kernel_shape, s, d, ceil_pairs)
     count = _tap_count(x.shape[2:], kernel_shape, s, d, pairs, ceil_pairs, bool(count_include_pad))
     return total / Tensor(count.astype(np.float32), device=x.device).cast(total.dtype)
@@ -322,23 +326,32 @@ def lp_pool(
     return total.sqrt() if p == 2 else total ** (1.0 / p)
 
 
-def _max_pool(x: Tensor, kernel: list[int], s, d, pairs: Pairs, ceil_pairs: Pairs, indices: bool, order: int):
-    low = -math.inf if dtypes.is_float(x.dtype) else dtypes.min(x.dtype)
-    if all(b == e and 2 * b <= k for (b, e), k in zip(ceil_pairs, kernel)):
-        padded, pool_pad = x, [b for b, _ in ceil_pairs]
-    else:  # PyTorch's padding is symmetric and at most half the kernel: pad in front instead
-        padded, pool_pad = _pad_spatial(x, ceil_pairs, low), [0] * len(kernel)
+def _torch_padding(pairs: Pairs, kernel: Sequence[int]) -> bool:
+    """Can PyTorch's pooling padding say these pads (the same on both sides, at most half the kernel)?"""
+    return all(b == e and 2 * b <= k for (b, e), k in zip(pairs, kernel))
+
+
+def _max_pool(
+    x: Tensor, kernel: list[int], s, d, pairs: Pairs, ceil_pairs: Pairs, ceil: int, indices: bool, order: int
+) -> Any:
+    if _torch_padding(pairs, kernel):
+        padded, pool_pad, ceil_pad = x, [b for b, _ in pairs], (0,) * len(kernel)
+    else:  # padding PyTorch cannot say: pad in front with the lowest value (and what ceil_mode adds), pool unpadded
+        low = -math.inf if dtypes.is_float(x.dtype) else dtypes.min(x.dtype)
+        padded, pool_pad, ceil = _pad_spatial(x, ceil_pairs, low), [0] * len(kernel), 0
+        ceil_pad = tuple(b for b, _ in ceil_pairs)
+    pool = {"stride": s, "dilation": d, "padding": pool_pad, "ceil_mode": bool(ceil)}
     if not indices:
-        return padded.max_pool2d(tuple(kernel), stride=s, dilation=d, padding=pool_pad)
-    values, flat = padded.max_pool2d(tuple(kernel), stride=s, dilation=d, padding=pool_pad, return_indices=True)
+        return padded.max_pool2d(tuple(kernel), **pool)
+    values, flat = padded.max_pool2d(tuple(kernel), return_indices=True, **pool)
     # the index in the (padded) plane -> per-axis input coordinates -> ONNX's index over the whole tensor
     spatial, n = x.shape[2:], len(kernel)
-    plane = [i + (b + e if not any(pool_pad) else 0) for i, (b, e) in zip(spatial, ceil_pairs)]
+    plane = padded.shape[2:]
     flat = flat.cast(dtypes.int64)
     out = None
     for a in range(n):
         inner = math.prod(plane[a + 1 :])
-        coord = (flat // inner) % plane[a] - (ceil_pairs[a][0] if not any(pool_pad) else 0)
+        coord = (flat // inner) % plane[a] - ceil_pad[a]
         mul = math.prod(spatial[a + 1 :]) if order == 0 else math.prod(spatial[:a])
         term = coord * mul
         out = term if out is None else out + term
@@ -361,7 +374,7 @@ def max_pool(
 ) -> Any:
     """MaxPool: the maximum over each window; Indices: its position in the flattened input (row or column major)."""
     s, d, pairs, ceil_pairs = _pool_attrs(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
-    return _max_pool(x, kernel_shape, s, d, pairs, ceil_pairs, ctx.n_outputs > 1, storage_order)
+    return _max_pool(x, kernel_shape, s, d, pairs, ceil_pairs, ceil_mode, ctx.n_outputs > 1, storage_order)
 
 
 @onnx_op("MaxUnpool", 9, static=(2,))
