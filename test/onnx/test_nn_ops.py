@@ -55,7 +55,12 @@ OPS = [
     "Col2Im",
     "NonMaxSuppression",
 ]
-_NP = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.float16: TensorProto.FLOAT16}
+_NP = {
+    np.float32: TensorProto.FLOAT,
+    np.int64: TensorProto.INT64,
+    np.float16: TensorProto.FLOAT16,
+    np.bool_: TensorProto.BOOL,
+}
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -266,3 +271,15 @@ def test_bad_attribute_values_name_the_node():
     s = np.array([1, 1, 2, 2], np.float32)
     with pytest.raises(OnnxError, match=r"'r1' \(Resize.*antialias"):
         OnnxRunner(_model(node, {"x": x, "s": s}, ["y"], 19))({"x": x, "s": s})
+
+
+def test_training_dropout_scales_the_kept_and_keeps_the_ratio():
+    # the suite's training cases expect one draw of numpy's generator; this checks what Dropout promises instead
+    x = np.full((200, 100), 3.0, np.float32)
+    inputs = {"x": x, "ratio": np.array(0.25, np.float32), "training_mode": np.array(True)}
+    model = _model(helper.make_node("Dropout", list(inputs), ["y", "mask"]), inputs, ["y", "mask"], 13)
+    out = OnnxRunner(model)(inputs)
+    y, mask = out["y"].numpy(), out["mask"].numpy()
+    assert mask.dtype == np.bool_ and y.dtype == np.float32
+    np.testing.assert_allclose(y, np.where(mask, 3.0 / 0.75, 0.0), rtol=1e-6)
+    assert abs(mask.mean() - 0.75) < 0.02  # 20,000 draws: the kept fraction's standard deviation is 0.003
