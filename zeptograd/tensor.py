@@ -686,7 +686,9 @@ class Tensor(
         [10.0, 7.0]
         """
         if is_disk(self.device):
-            raise RuntimeError(f"assign: a tensor on {self.device} is a view of a file, and the DISK device is read-only")
+            raise RuntimeError(
+                f"assign: a tensor on {self.device} is a view of a file, and the DISK device is read-only"
+            )
         if not isinstance(x, Tensor):
             try:
                 x = Tensor(x, dtype=self.dtype, device=self.device)

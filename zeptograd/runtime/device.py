@@ -246,7 +246,9 @@ class _Device:
         if key == "DEFAULT":
             value = self.canonicalize(value) if hasattr(self, "DEFAULT") else value
             if is_disk(value):
-                raise ValueError(f"{value} cannot be the default device: the DISK device holds a file and runs no kernels")
+                raise ValueError(
+                    f"{value} cannot be the default device: the DISK device holds a file and runs no kernels"
+                )
         object.__setattr__(self, key, value)
 
 
