@@ -32,6 +32,7 @@ import numpy as np
 
 from zeptograd.dtype import NARROW_FLOATS, dtypes, np_dtype
 from zeptograd.helpers import ArgumentError
+from zeptograd.nn.torch_load import torch_load
 from zeptograd.runtime.device import Device, is_disk
 from zeptograd.runtime.ops_disk import disk_window
 from zeptograd.tensor import Tensor
@@ -46,6 +47,7 @@ __all__ = [
     "safe_save",
     "safe_load",
     "safe_load_metadata",
+    "torch_load",
 ]
 
 # objects whose attributes are not model state: classes, modules and functions have a __dict__ too
