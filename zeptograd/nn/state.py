@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from zeptograd.dtype import NARROW_FLOATS, dtypes, np_dtype
+from zeptograd.dtype import NARROW_FLOATS, DType, dtypes, np_dtype
 from zeptograd.helpers import ArgumentError
 from zeptograd.nn.torch_load import torch_load
 from zeptograd.runtime.device import Device, is_disk
@@ -116,6 +116,14 @@ class LoadResult(NamedTuple):
     unexpected_keys: list[str]
 
 
+def _lossy(src: DType, dst: DType) -> bool:
+    """Would casting values of dtype `src` to `dst` lose what they are: floats to an integer or bool dtype, integers
+    to bool?"""
+    if dtypes.is_float(src):
+        return not dtypes.is_float(dst)
+    return dtypes.is_int(src) and dtypes.is_bool(dst)
+
+
 def load_state_dict(
     model: Any, state_dict: Mapping[str, Tensor | np.ndarray], strict: bool = True, verbose: bool = False
 ) -> LoadResult:
@@ -123,8 +131,12 @@ def load_state_dict(
     moved to its device), then realize them all. Everything is checked before anything is assigned, so a
     failed load leaves the model as it was. With `strict`, the keys must be the model's keys exactly (a
     RuntimeError lists the missing and the unexpected ones); with strict=False the keys on one side only are
-    skipped and returned. Shapes must match exactly either way (a RuntimeError lists the mismatches); a value
-    that is not a Tensor or numpy array is a TypeError. `verbose` prints a line per tensor loaded.
+    skipped and returned. Shapes must match exactly either way (a RuntimeError lists the mismatches), and so must
+    the kinds of dtype where a cast would lose the values (floats into an integer or bool tensor, integers into a
+    bool tensor; a RuntimeError names each key); other dtypes are cast, as torch's copy casts. A value that is not
+    a Tensor or numpy array is a TypeError. Values may be DISK tensors (`safe_load(path, device="disk")`,
+    `torch_load(path, device="disk")`): each is read from its file as it is copied. `verbose` prints a line per
+    tensor loaded.
 
     >>> class Net:
     ...     def __init__(self):
@@ -147,7 +159,7 @@ def load_state_dict(
         problems.append(f"unexpected keys {unexpected}")
     # every value is checked and converted before the first assignment
     values: dict[str, Tensor] = {}
-    wrong_type, wrong_shape = [], []
+    wrong_type, wrong_shape, wrong_dtype = [], [], []
     for key, target in targets.items():
         if key not in state_dict:
             continue
@@ -163,10 +175,14 @@ def load_state_dict(
                 wrong_type.append(f"{key}: {e}")
         else:
             values[key] = value
+        if key in values and _lossy(values[key].dtype, target.dtype):
+            wrong_dtype.append(f"{key}: the model has {target.dtype.name}, the state dict {values[key].dtype.name}")
     if wrong_type:
         problems.append(f"values zeptograd cannot load ({'; '.join(wrong_type)})")
     if wrong_shape:
         problems.append(f"shape mismatches ({'; '.join(wrong_shape)})")
+    if wrong_dtype:
+        problems.append(f"dtype mismatches that a cast would lose values in ({'; '.join(wrong_dtype)})")
     if problems:
         # RuntimeError, as torch's load_state_dict raises for keys and shapes
         kind = TypeError if wrong_type and len(problems) == 1 else RuntimeError
