@@ -3,6 +3,8 @@ interchange with torch's safetensors reader and writer."""
 
 from __future__ import annotations
 
+import gc
+import json
 import subprocess
 import sys
 from collections import OrderedDict, namedtuple
@@ -366,3 +368,56 @@ def test_without_safetensors_package():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "{'i': [[7]], 'w': [1.5, 2.5]}", out.stderr
+
+
+def _rss() -> int:
+    """This process's resident memory in bytes (Linux's /proc/self/status)."""
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_lazy_load_reads_only_what_is_copied(tmp_path):
+    """A 512 MiB safetensors file of four 128 MiB tensors and a small one: loading it lazily and copying the small
+    tensor and a slice of a large one to the CPU leaves the resident memory all but unchanged (the file's pages are
+    mapped, not read); copying a whole large tensor, the control, grows it by that tensor's size."""
+    big, small = 32 << 20, 1000  # float32 elements: 128 MiB, 4000 bytes
+    names = ["big0", "big1", "small", "big2", "big3"]
+    sizes = {n: small if n == "small" else big for n in names}
+    header, offset = {}, 0
+    for n in names:
+        header[n] = {"dtype": "F32", "shape": [sizes[n]], "data_offsets": [offset, offset + 4 * sizes[n]]}
+        offset += 4 * sizes[n]
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    rng = np.random.default_rng(0)
+    edges = {n: rng.standard_normal(small).astype(np.float32) for n in names}  # each tensor's first and last values
+    path = tmp_path / "large.safetensors"
+    with open(path, "wb") as f:  # the large tensors' middles are left as holes: zeros, and fast to write
+        f.write(len(text).to_bytes(8, "little") + text)
+        start = f.tell()
+        for n in names:
+            f.write(edges[n].tobytes())
+            f.seek(start + 4 * (sizes[n] - small))
+            f.write(edges[n].tobytes())
+            start += 4 * sizes[n]
+    assert path.stat().st_size == 8 + len(text) + offset >= 512 << 20
+    try:
+        safe_load(path, device="disk")["small"].numpy()  # any first-use cost of the copy path, outside the measure
+        before = _rss()
+        lazy = safe_load(path, device="disk")
+        got_small = lazy["small"].to("CPU").numpy()
+        got_tail = lazy["big2"][-5:].to("CPU").numpy()
+        grown = _rss() - before
+        np.testing.assert_array_equal(got_small, edges["small"])
+        np.testing.assert_array_equal(got_tail, edges["big2"][-5:])
+        assert grown < 16 << 20, f"resident memory grew by {grown >> 20} MiB"
+        before = _rss()
+        whole = lazy["big1"].to("CPU").realize()
+        assert _rss() - before > 100 << 20  # the measure sees a tensor read whole
+        np.testing.assert_array_equal(whole[:small].numpy(), edges["big1"])
+        del whole, lazy
+    finally:
+        gc.collect()
+        path.unlink()
