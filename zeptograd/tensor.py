@@ -20,6 +20,7 @@ import numpy as np
 
 from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, np_dtype, result_type
 from zeptograd.engine import realize as engine
+from zeptograd.engine.disk import disk_copy, disk_view, is_disk
 from zeptograd.engine.realize import lazy_tensors, live_tensors, realize
 from zeptograd.gradient import compute_gradient
 from zeptograd.helpers import TRAINING, ArgumentError, JitError
@@ -31,8 +32,6 @@ from zeptograd.mixin.indexing import IndexingMixin
 from zeptograd.mixin.movement import MovementMixin
 from zeptograd.mixin.nn import NNMixin
 from zeptograd.mixin.reduce import ReduceMixin
-from zeptograd.runtime.device import is_disk
-from zeptograd.runtime.ops_disk import disk_copy, disk_view
 from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.shape import prod

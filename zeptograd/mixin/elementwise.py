@@ -42,11 +42,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, category, dtypes, result_type
+from zeptograd.engine.disk import disk_bitcast, is_disk
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError, DTypeError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
-from zeptograd.runtime.device import is_disk
-from zeptograd.runtime.ops_disk import disk_bitcast
 from zeptograd.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:

@@ -31,10 +31,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from zeptograd.dtype import NARROW_FLOATS, DType, dtypes, np_dtype
+from zeptograd.engine.disk import disk_window, is_disk
+from zeptograd.engine.realize import device_name
 from zeptograd.helpers import ArgumentError
 from zeptograd.nn.torch_load import torch_load
-from zeptograd.runtime.device import Device, is_disk
-from zeptograd.runtime.ops_disk import disk_window
 from zeptograd.tensor import Tensor
 from zeptograd.uop.buffers import view_of
 from zeptograd.uop.shape import prod
@@ -370,7 +370,7 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
     entries, _ = _safetensors_header(path, "safe_load")
     lazy = isinstance(device, str) and device.upper() == "DISK"
     target = None if lazy else _device_of(device, "safe_load")
-    disk = Device.canonicalize(f"disk:{path}")
+    disk = device_name(f"disk:{path}")
     out = {key: _disk_tensor(disk, e.begin, e.shape, e.dtype) for key, e in entries.items()}
     if target is not None:
         out = {key: t.to(target) for key, t in out.items()}
@@ -379,7 +379,7 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
 
 
 def _device_of(device: str | None, op: str) -> str:
-    name = Device.canonicalize(device)
+    name = device_name(device)
     if is_disk(name):
         raise ValueError(f"{op}: device {device!r}: the tensors are views of their own file with device='disk'")
     return name

@@ -35,9 +35,9 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes
+from zeptograd.engine.disk import disk_window, is_disk
+from zeptograd.engine.realize import device_name
 from zeptograd.helpers import ArgumentError
-from zeptograd.runtime.device import Device, is_disk
-from zeptograd.runtime.ops_disk import disk_window
 from zeptograd.tensor import Tensor
 from zeptograd.uop.movement import strided_view
 
@@ -133,7 +133,7 @@ class _Loader:
 
     def __init__(self, path: str, device: str | None, locate: Callable[[str, _TorchDtype, int], _Storage] | None):
         self.path, self.device, self.locate = path, device, locate
-        self.disk = Device.canonicalize(f"disk:{path}")
+        self.disk = device_name(f"disk:{path}")
         self.storages: dict[str, _Storage] = {}
         self.views: dict[tuple, Tensor] = {}
 
@@ -180,7 +180,7 @@ class _Loader:
         view = strided_view(window, size, stride)
         if view is None:
             # elements shared between rows (as_strided windows): gathered on a compute device
-            flat = Tensor(window, device=self.disk).to(self.device or Device.DEFAULT)
+            flat = Tensor(window, device=self.disk).to(self.device or device_name(None))
             index = sum(
                 (np.arange(n).reshape([-1 if i == k else 1 for i in range(len(size))]) * s)
                 for k, (n, s) in enumerate(zip(size, stride))
@@ -272,7 +272,7 @@ def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
     if os.path.isdir(path):
         raise IsADirectoryError(f"torch_load: {path} is a directory, not a checkpoint")
     lazy = isinstance(device, str) and device.upper() == "DISK"
-    target = None if lazy else Device.canonicalize(device)
+    target = None if lazy else device_name(device)
     if target is not None and is_disk(target):
         raise ValueError(f"torch_load: device {device!r}: the tensors are views of their own file with device='disk'")
     try:

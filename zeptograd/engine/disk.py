@@ -1,0 +1,141 @@
+"""The DISK device in the tensor graph: tensors over a file's memory map (runtime/ops_disk.py), their views, and
+copies from them; nothing else.
+
+`Tensor.empty(n, dtype=dtypes.uint8, device="disk:/path/model.bin")` is a tensor over the file's first n bytes;
+slicing it (`t[a:b]`), reshaping it and `bitcast` make tensors over other byte ranges of the same mapping, and
+`t.to("CPU")` (or any compute device) copies the bytes of that range only: the operating system reads the pages
+the copy touches. The DISK device runs no kernels: an op other than a movement view of its tensors, a bitcast or a
+copy to another device is an error that says to copy the tensor to a compute device first.
+
+Every DISK buffer is a window of one Buffer per file (`DiskDevice.file_buffer`), at a byte offset. A slice of a
+plain view makes a new window, from the slice's first byte to its last (a slice of the outer axis: exactly its
+bytes), seen through movement ops where the slice is not contiguous; other movement ops (a permute, a flip, an
+expand) stay lazy views of their window, and a copy moves the window and applies them on the target device.
+
+>>> import os, tempfile
+>>> import numpy as np
+>>> from zeptograd import Tensor, dtypes
+>>> path = os.path.join(tempfile.mkdtemp(), "w.bin")
+>>> np.arange(6, dtype=np.float32).tofile(path)
+>>> t = Tensor.empty(24, dtype=dtypes.uint8, device=f"disk:{path}")
+>>> t[8:24].bitcast(dtypes.float32).reshape(2, 2).to("CPU").tolist()
+[[2.0, 3.0], [4.0, 5.0]]
+"""
+
+from __future__ import annotations
+
+from zeptograd.dtype import DType
+from zeptograd.runtime.buffer import Buffer, buffer_for
+from zeptograd.runtime.device import Device, is_disk
+from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
+from zeptograd.uop.movement import strided_view
+from zeptograd.uop.ops import GroupOp, Ops, UOp
+from zeptograd.uop.shape import prod, strides_for
+
+__all__ = ["is_disk", "disk_window", "disk_view", "disk_bitcast", "disk_copy"]
+
+
+def disk_window(device: str, offset: int, size: int, dtype: DType) -> UOp:
+    """A BUFFER node of `size` elements of `dtype` at byte `offset` of DISK device `device`'s file.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "b.bin")
+    >>> _ = open(path, "wb").write(bytes(range(8)))
+    >>> from zeptograd.dtype import dtypes
+    >>> w = disk_window(Device.canonicalize(f"disk:{path}"), 2, 3, dtypes.uint8)
+    >>> buffer_for(w).numpy().tolist()
+    [2, 3, 4]
+    """
+    return _window_in(Device[device].file_buffer(), offset, size, dtype)
+
+
+def _window_in(root: Buffer, offset: int, size: int, dtype: DType) -> UOp:
+    """A BUFFER node of `size` elements of `dtype` at byte `offset` of base buffer `root`."""
+    if offset < 0 or offset + size * dtype.itemsize > root.nbytes:
+        raise ValueError(
+            f"{root.device}: {size} elements of {dtype.name} at byte {offset} do not fit in the file's "
+            f"{root.nbytes} bytes"
+        )
+    u = new_buffer(root.device, size, dtype)
+    buffer_for(u).place(root, offset)
+    return u
+
+
+def _root(u: UOp) -> tuple[Buffer, int]:
+    """The base buffer that BUFFER node `u` is a window of, and the window's byte offset in it."""
+    buf = buffer_for(u)
+    return (buf, 0) if buf.base is None else (buf.base, buf.offset)
+
+
+def _no_kernels(u: UOp, device: str) -> RuntimeError:
+    what = "a constant" if u.op is Ops.CONST else u.op.name
+    return RuntimeError(
+        f"{what} of a tensor on {device}: the DISK device holds a file's bytes and runs no kernels (only views: "
+        "slices, reshapes, permutes, bitcasts; and copies to another device). Copy the tensor to a compute device "
+        "first: t.to('CPU')"
+    )
+
+
+def disk_view(u: UOp, device: str) -> UOp:
+    """`u`, a tensor-graph node on DISK device `device`, as the DISK device holds it: a slice of a plain view that
+    stays contiguous in the file becomes a view of a new window (only its bytes are copied later); other movement
+    ops stay lazy views. Anything that would compute (an ALU op, a cast, a reduction, an assignment) is an error."""
+    if buffer_of(u) is not None:
+        return u
+    if u.op is Ops.SHRINK and (src := buffer_of(u.src[0])) is not None:
+        # a slice of the file's bytes: the window from its first element to its last, then a view of the window
+        sizes = u.shape
+        strides = strides_for(u.src[0].shape)
+        start = sum(b * s for (b, _), s in zip(u.arg, strides))
+        extent = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+        root, offset = _root(src)
+        window = _window_in(root, offset + start * u.dtype.itemsize, extent, u.dtype)
+        view = strided_view(window, sizes, strides)
+        assert view is not None, "a slice of a contiguous tensor is a strided view"
+        return view
+    node = u
+    while node.op in GroupOp.Movement:
+        node = node.src[0]
+    if node.op is not Ops.BUFFER:
+        raise _no_kernels(u if node.op is Ops.CONST else _first_compute(u), device)
+    return u
+
+
+def _first_compute(u: UOp) -> UOp:
+    """The topmost node of `u`'s chain of movement ops that is not one (the op that would compute)."""
+    while u.op in GroupOp.Movement:
+        u = u.src[0]
+    return u
+
+
+def disk_bitcast(u: UOp, dtype: DType, device: str) -> UOp:
+    """Plain view `u` of a DISK window read as `dtype`: a window of the same bytes (the last axis scales by the
+    ratio of the item sizes, as torch's `view(dtype)`)."""
+    if (src := buffer_of(u)) is None:
+        raise RuntimeError(
+            f"bitcast of a view of a tensor on {device}: the DISK device bitcasts whole windows of the file only "
+            "(slices of the outer axis); copy the tensor to a compute device first: t.to('CPU')"
+        )
+    nbytes = prod(u.shape) * u.dtype.itemsize
+    shape = u.shape
+    if dtype.itemsize != u.dtype.itemsize:
+        last = shape[-1] * u.dtype.itemsize if shape else 0
+        if not shape or last % dtype.itemsize:
+            raise ValueError(
+                f"bitcast from {u.dtype!r} to {dtype!r}: the last axis of shape {shape} is {last} bytes, not a "
+                f"multiple of {dtype.itemsize}"
+            )
+        shape = (*shape[:-1], last // dtype.itemsize)
+    root, offset = _root(src)
+    return view_of(_window_in(root, offset, nbytes // dtype.itemsize, dtype), shape)
+
+
+def disk_copy(u: UOp, device: str) -> UOp:
+    """A copy of DISK node `u` on compute device `device`: its window copied (only those bytes are read), then the
+    view's movement ops applied there."""
+    if buffer_of(u) is not None:
+        return UOp(Ops.COPY, u.dtype, (u,), device)
+    base = u
+    while base.op is not Ops.BUFFER:
+        base = base.src[0]
+    return u.substitute({base: UOp(Ops.COPY, base.dtype, (base,), device)})
