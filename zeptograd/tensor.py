@@ -608,10 +608,10 @@ class Tensor(
         device = _device(device, "to")
         if device == self.device:
             return self
-        if is_disk(self.device):
-            return Tensor(disk_copy(self.uop, device), device=device)
         if is_disk(device):
             raise RuntimeError(f"to: cannot copy a tensor to {device}: the DISK device is read-only")
+        if is_disk(self.device):
+            return Tensor(disk_copy(self.uop, device), device=device)
         return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device), device=device)
 
     def clone(self) -> Tensor:
@@ -658,7 +658,9 @@ class Tensor(
         >>> pickle.loads(pickle.dumps(Tensor([1.0, 2.0]) + 1)).tolist()
         [2.0, 3.0]
         """
-        return (_unpickled, (self.numpy(), self.dtype.name, self.device, self.requires_grad))
+        # a DISK tensor's values unpickle into memory: the DISK device is read-only
+        device = "CPU" if is_disk(self.device) else self.device
+        return (_unpickled, (self.numpy(), self.dtype.name, device, self.requires_grad))
 
     def __deepcopy__(self, memo: dict) -> Tensor:
         """`copy.deepcopy(t)`: a realized copy in a buffer of its own, with a copy of `.grad`, as torch's."""

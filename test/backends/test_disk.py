@@ -220,3 +220,22 @@ def test_strided_view_builds_every_slice_of_a_contiguous_array():
         np.testing.assert_array_equal(got, view)
     assert _strided(np.arange(5, dtype=np.int32), (3, 3), (1, 1)) is None
     np.testing.assert_array_equal(_strided(np.arange(5, dtype=np.int32), (0, 3), (1, 1)), np.zeros((0, 3)))
+
+
+def test_disk_tensors_pickle_and_save_as_their_values(tmp_path, data_file):
+    import pickle
+
+    from zeptograd.nn.state import safe_load, safe_save
+
+    path, values = data_file
+    x = _floats(path).reshape(8, 12)
+    back = pickle.loads(pickle.dumps(x.T))
+    assert back.device == "CPU"
+    np.testing.assert_array_equal(back.numpy(), values.reshape(8, 12).T)
+    out = tmp_path / "copy.safetensors"
+    safe_save({"t": x.T, "row": x[2], "half": x[:2].to("CPU").cast(dtypes.bfloat16)}, out)
+    loaded = safe_load(out)
+    np.testing.assert_array_equal(loaded["t"].numpy(), values.reshape(8, 12).T)
+    np.testing.assert_array_equal(loaded["row"].numpy(), values.reshape(8, 12)[2])
+    with pytest.raises(RuntimeError, match=r"to: cannot copy a tensor to DISK:.*read-only"):
+        x.to(f"disk:{out}")

@@ -290,6 +290,8 @@ def safe_save(
 
 def _raw_bytes(t: Tensor) -> bytes:
     """The bytes of `t`'s values in C order, little-endian (bfloat16 and fp8 as their bits)."""
+    if is_disk(t.device):  # a view of another file: its values are copied out first
+        t = t.to("CPU")
     if t.dtype in NARROW_FLOATS:
         t = t.bitcast(NARROW_FLOATS[t.dtype].storage)
     return np.ascontiguousarray(t.numpy()).astype(np_dtype(t.dtype).newbyteorder("<"), copy=False).tobytes()

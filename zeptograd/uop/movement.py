@@ -94,7 +94,8 @@ def strided_view(flat: UOp, sizes: tuple[int, ...], strides: tuple[int, ...]) ->
     for j, k in enumerate(order):
         if 1 + sum((sizes[m] - 1) * strides[m] for m in order[j + 1 :]) > strides[k]:
             return None
-    x, done, row = flat, [], flat.shape[0]
+    done: list[int] = []  # the sizes of the axes split off so far
+    x, row = flat, flat.shape[0]
     for k in order:
         n, s = sizes[k], strides[k]
         if row > n * s:
