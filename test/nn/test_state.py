@@ -226,6 +226,12 @@ def test_round_trip(tmp_path):
     assert safe_load_metadata(path) == {"format": "zeptograd", "epoch": "3"}
 
 
+def test_a_file_without_tensors(tmp_path):
+    path = tmp_path / "none.safetensors"
+    safe_save({}, path, metadata={"k": "v"})
+    assert safe_load(path) == {} and safe_load(path, device="disk") == {} and safe_load_metadata(path) == {"k": "v"}
+
+
 def test_load_to_device_and_no_metadata(tmp_path):
     path = tmp_path / "d.safetensors"
     safe_save({"x": Tensor([1.0, 2.0])}, path)

@@ -137,6 +137,11 @@ def test_nested_containers_and_python_values(tmp_path, fmt):
     assert got["scalar"].shape == () and got["scalar"].item() == -4
 
 
+def test_torch_dtypes_as_values_are_zeptograd_dtypes(tmp_path):
+    got = torch_load(_save({"dtype": torch.bfloat16, "pair": (torch.int64, torch.bool)}, tmp_path / "dt.pt", "zip"))
+    assert got == {"dtype": dtypes.bfloat16, "pair": (dtypes.int64, dtypes.bool)}
+
+
 def test_a_parameter_loads_as_its_values(tmp_path):
     p = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
     got = torch_load(_save({"p": p}, tmp_path / "param.pt", "zip"))

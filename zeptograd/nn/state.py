@@ -277,7 +277,8 @@ def safe_save(
         header[key]["data_offsets"][1] = offset
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    Tensor.realize(*[t for t in tensors.values() if not is_disk(t.device)])
+    if computed := [t for t in tensors.values() if not is_disk(t.device)]:
+        Tensor.realize(*computed)
     try:
         with open(path, "wb") as f:
             f.write(struct.pack("<Q", len(text)))
@@ -374,7 +375,7 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
     target = None if lazy else _device_of(device, "safe_load")
     disk = device_name(f"disk:{path}")
     out = {key: _disk_tensor(disk, e.begin, e.shape, e.dtype) for key, e in entries.items()}
-    if target is not None:
+    if target is not None and out:
         out = {key: t.to(target) for key, t in out.items()}
         Tensor.realize(*out.values())
     return out

@@ -9,8 +9,9 @@ strides), so a tensor's bytes are read only when it is copied to a compute devic
 before 0.1.10) is not read.
 
 The pickle is read by an unpickler that knows only the globals a checkpoint of tensors and containers needs (torch's
-tensor and parameter rebuild functions, its storage classes and dtypes, OrderedDict, set, and the codec protocol 2
-writes bytes with); every other global, `os.system` or a model class, is refused before anything is called.
+tensor and parameter rebuild functions, its storage classes and dtypes, OrderedDict, set, frozenset, complex, and
+the codec protocol 2 writes bytes with); every other global, `os.system` or a model class, is refused before
+anything is called.
 
 >>> import os, tempfile
 >>> import torch
@@ -91,7 +92,7 @@ _STORAGES: dict[str, str] = {
 }
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 # the builtins a checkpoint's pickle may name (protocol 2 writes a set as a call of `set`)
-_BUILTINS = {"set": set, "frozenset": frozenset, "bytearray": bytearray, "complex": complex, "slice": slice}
+_BUILTINS = {"set": set, "frozenset": frozenset, "complex": complex}
 
 
 class _TorchDtype(NamedTuple):
@@ -118,6 +119,13 @@ class _Storage(NamedTuple):
 
 def _torch_dtype(name: str) -> _TorchDtype:
     return _TorchDtype(name, _TORCH_DTYPES.get(name))
+
+
+def _as_torch_dtype(dtype: Any) -> _TorchDtype | None:
+    """The dtype argument of `_rebuild_tensor_v3` (a zeptograd DType, or a torch dtype zeptograd lacks)."""
+    if isinstance(dtype, DType):
+        return _TorchDtype(dtype.name, dtype)
+    return dtype if isinstance(dtype, _TorchDtype) else None
 
 
 def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
@@ -217,7 +225,7 @@ class _Unpickler(pickle.Unpickler):
                 return lambda storage, offset, size, stride, *_: loader.tensor(storage, offset, size, stride, None)
             if name == "_rebuild_tensor_v3":
                 return lambda storage, offset, size, stride, _grad, _hooks, dtype, *_: loader.tensor(
-                    storage, offset, size, stride, dtype if isinstance(dtype, _TorchDtype) else None
+                    storage, offset, size, stride, _as_torch_dtype(dtype)
                 )
             if name in ("_rebuild_parameter", "_rebuild_parameter_with_state"):
                 return lambda data, *_: data
@@ -226,7 +234,9 @@ class _Unpickler(pickle.Unpickler):
                 return _StorageType(_torch_dtype(_STORAGES[name]))
             if name in ("UntypedStorage", "ByteStorage"):
                 return _StorageType(_torch_dtype("uint8"))
-            if name in _TORCH_DTYPES or name in _OTHER_TORCH_DTYPES:
+            if name in _TORCH_DTYPES:
+                return _TORCH_DTYPES[name]  # a dtype as a value of the checkpoint: zeptograd's
+            if name in _OTHER_TORCH_DTYPES:
                 return _torch_dtype(name)
             if name == "Size":
                 return tuple
@@ -284,7 +294,7 @@ def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
         if isinstance(e, pickle.UnpicklingError) and str(e).startswith("torch_load:"):
             raise
         raise ArgumentError(f"torch_load: {path} is not a PyTorch checkpoint ({type(e).__name__}: {e})") from None
-    if target is not None:
+    if target is not None and loader.views:
         Tensor.realize(*loader.views.values())
     return result
 
