@@ -79,6 +79,12 @@ def test_slices_are_windows_of_the_file(data_file):
     while window.op.name != "BUFFER":
         window = window.src[0]
     assert buffer_of_view(window).nbytes == (7 * 12 + 2) * 4  # element 1 to element 7 * 12 + 2
+    # a copy of a view of a permuted view moves the window from its first element to its last
+    corner = x.reshape(8, 12).T[2:4, 5:7].to("CPU")
+    (copy,) = [u for u in corner.uop.toposort() if u.op.name == "COPY"]
+    source = buffer_of_view(copy.src[0])
+    assert source.offset == (5 * 12 + 2) * 4 and source.nbytes == (12 + 2) * 4
+    np.testing.assert_array_equal(corner.numpy(), values.reshape(8, 12).T[2:4, 5:7])
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,11 @@ torch.load reads from the same file; pickles that would run code are refused wit
 from __future__ import annotations
 
 import collections
+import gc
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +20,13 @@ from zeptograd.nn.state import load_state_dict, torch_load
 torch = pytest.importorskip("torch")
 
 FORMATS = {"zip": True, "legacy": False}
+
+
+def _rss() -> int:
+    """This process's resident memory in bytes (Linux's /proc/self/status)."""
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
 
 
 def _save(obj, path, fmt: str) -> str:
@@ -258,3 +268,35 @@ def test_load_state_dict_mismatches_name_the_key(tmp_path):
     load_state_dict(net, torch_load(_save(sd, tmp_path / "f64.pt", "zip")))
     assert net.layers[2].bias.dtype is dtypes.float32
     np.testing.assert_allclose(net.layers[2].bias.numpy(), sd["layers.2.bias"].float().numpy())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_lazy_load_reads_only_what_is_copied(tmp_path):
+    """A 256 MiB checkpoint (written by torch in another process, whose memory is gone when it exits): loading it
+    with device="disk" and copying its small tensor and a transposed slice of a large one to the CPU leaves this
+    process's resident memory all but unchanged; the values are torch's."""
+    path = tmp_path / "large.pt"
+    code = (
+        "import sys, torch\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "big = [torch.rand(4096, 4096, generator=g) for _ in range(4)]\n"
+        "small = torch.arange(1000, dtype=torch.float64)\n"
+        "torch.save({'big0': big[0], 'big1': big[1], 'small': small, 'big2': big[2], 'big3': big[3]}, sys.argv[1])\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=120)
+    assert path.stat().st_size > 256 << 20
+    try:
+        torch_load(path, device="disk")["small"].numpy()  # any first-use cost of the copy path, outside the measure
+        before = _rss()
+        lazy = torch_load(path, device="disk")
+        got_small = lazy["small"].to("CPU").numpy()
+        got_corner = lazy["big2"].T[:3, -2:].to("CPU").numpy()
+        grown = _rss() - before
+        assert grown < 16 << 20, f"resident memory grew by {grown >> 20} MiB"
+        ref = torch.load(path, mmap=True)
+        np.testing.assert_array_equal(got_small, ref["small"].numpy())
+        np.testing.assert_array_equal(got_corner, ref["big2"].T[:3, -2:].numpy())
+        del lazy, ref
+    finally:
+        gc.collect()
+        path.unlink()

@@ -130,11 +130,60 @@ def disk_bitcast(u: UOp, dtype: DType, device: str) -> UOp:
     return view_of(_window_in(root, offset, nbytes // dtype.itemsize, dtype), shape)
 
 
+def _strided(u: UOp) -> tuple[UOp, int, tuple[int, ...], tuple[int, ...]] | None:
+    """Movement chain `u` over a BUFFER as that buffer, an element offset, sizes and strides (`as_strided`'s terms),
+    or None where a flip or a pad is in the chain, or a reshape that does not keep the view's strides."""
+    chain = []
+    while u.op is not Ops.BUFFER:
+        chain.append(u)
+        u = u.src[0]
+    offset, sizes, strides = 0, u.shape, (1,)
+    for m in reversed(chain):
+        if m.op is Ops.SHRINK:
+            offset += sum(b * s for (b, _), s in zip(m.arg, strides))
+            sizes = tuple(e - b for b, e in m.arg)
+        elif m.op is Ops.PERMUTE:
+            sizes, strides = tuple(sizes[i] for i in m.arg), tuple(strides[i] for i in m.arg)
+        elif m.op is Ops.EXPAND:
+            strides = tuple(0 if n != new else s for n, new, s in zip(sizes, m.arg, strides))
+            sizes = m.arg
+        elif m.op is Ops.RESHAPE and (reshaped := _reshaped_strides(sizes, strides, m.arg)) is not None:
+            sizes, strides = m.arg, reshaped
+        else:
+            return None
+    return u, offset, sizes, strides
+
+
+def _reshaped_strides(
+    sizes: tuple[int, ...], strides: tuple[int, ...], shape: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """The strides of a view (`sizes`, `strides`) reshaped to `shape` without moving an element: when it is contiguous,
+    or the reshape only adds or drops axes of size 1; else None."""
+    if prod(sizes) == 0:
+        return strides_for(shape)
+    kept = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    if all(s == c for (_, s), c in zip(kept, strides_for(tuple(n for n, _ in kept)))):
+        return strides_for(shape)
+    if [n for n, _ in kept] != [n for n in shape if n != 1]:
+        return None
+    it = iter(s for _, s in kept)
+    return tuple(0 if n == 1 else next(it) for n in shape)
+
+
 def disk_copy(u: UOp, device: str) -> UOp:
-    """A copy of DISK node `u` on compute device `device`: its window copied (only those bytes are read), then the
-    view's movement ops applied there."""
+    """A copy of DISK node `u` on compute device `device`: the window of the file from the view's first element to
+    its last is copied (only those bytes are read), then seen through movement ops there. A view that no strides
+    describe (a flip, a pad) copies its whole window and applies its movement ops on the device."""
     if buffer_of(u) is not None:
         return UOp(Ops.COPY, u.dtype, (u,), device)
+    if (strided := _strided(u)) is not None:
+        buf, offset, sizes, strides = strided
+        extent = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+        root, start = _root(buf)
+        window = _window_in(root, start + offset * u.dtype.itemsize, extent, u.dtype)
+        view = strided_view(UOp(Ops.COPY, u.dtype, (window,), device), sizes, strides)
+        if view is not None:
+            return view
     base = u
     while base.op is not Ops.BUFFER:
         base = base.src[0]
