@@ -65,24 +65,28 @@ def test_views_copy_the_right_bytes(data_file):
         np.testing.assert_array_equal(t.numpy(), expected, err_msg=name)  # numpy() copies through the CPU
 
 
+def _copied_window(t: Tensor):
+    """The DISK buffer that the copy `t` reads."""
+    (copy,) = [u for u in t.uop.toposort() if u.op.name == "COPY"]
+    return buffer_of_view(copy.src[0])
+
+
 def test_slices_are_windows_of_the_file(data_file):
-    """A slice that stays contiguous in the file is a buffer of its own bytes (a copy reads only those); a slice of
-    an inner axis is a window from its first element to its last."""
+    """A slice that stays contiguous in the file is a buffer of its own bytes; a copy of any other slice reads the
+    bytes from its first element to its last."""
     path, values = data_file
     x = _floats(path)
     rows = x.reshape(8, 12)[2:4]
     buf = buffer_of_view(rows.uop)
     assert buf.nbytes == 2 * 12 * 4 and buf.offset == 2 * 12 * 4
     np.testing.assert_array_equal(buf.numpy(), values[24:48])
-    cols = x.reshape(8, 12)[:, 1:3]
-    window = cols.uop
-    while window.op.name != "BUFFER":
-        window = window.src[0]
-    assert buffer_of_view(window).nbytes == (7 * 12 + 2) * 4  # element 1 to element 7 * 12 + 2
+    cols = x.reshape(8, 12)[:, 1:3].to("CPU")
+    source = _copied_window(cols)
+    assert source.offset == 4 and source.nbytes == (7 * 12 + 2) * 4  # element 1 to element 7 * 12 + 2
+    np.testing.assert_array_equal(cols.numpy(), values.reshape(8, 12)[:, 1:3])
     # a copy of a view of a permuted view moves the window from its first element to its last
     corner = x.reshape(8, 12).T[2:4, 5:7].to("CPU")
-    (copy,) = [u for u in corner.uop.toposort() if u.op.name == "COPY"]
-    source = buffer_of_view(copy.src[0])
+    source = _copied_window(corner)
     assert source.offset == (5 * 12 + 2) * 4 and source.nbytes == (12 + 2) * 4
     np.testing.assert_array_equal(corner.numpy(), values.reshape(8, 12).T[2:4, 5:7])
 

@@ -8,9 +8,9 @@ the copy touches. The DISK device runs no kernels: an op other than a movement v
 copy to another device is an error that says to copy the tensor to a compute device first.
 
 Every DISK buffer is a window of one Buffer per file (`DiskDevice.file_buffer`), at a byte offset. A slice of a
-plain view makes a new window, from the slice's first byte to its last (a slice of the outer axis: exactly its
-bytes), seen through movement ops where the slice is not contiguous; other movement ops (a permute, a flip, an
-expand) stay lazy views of their window, and a copy moves the window and applies them on the target device.
+plain view that is contiguous in the file (rows of the outer axis) makes a new window of exactly its bytes; other
+views (a slice of an inner axis, a permute, an expand) stay lazy movement ops of their window, and a copy reads
+only the bytes from the view's first element to its last, then applies the view on the target device.
 
 >>> import os, tempfile
 >>> import numpy as np
@@ -77,28 +77,31 @@ def _no_kernels(u: UOp, device: str) -> RuntimeError:
 
 
 def disk_view(u: UOp, device: str) -> UOp:
-    """`u`, a tensor-graph node on DISK device `device`, as the DISK device holds it: a slice of a plain view that
-    stays contiguous in the file becomes a view of a new window (only its bytes are copied later); other movement
-    ops stay lazy views. Anything that would compute (an ALU op, a cast, a reduction, an assignment) is an error."""
+    """`u`, a tensor-graph node on DISK device `device`, as the DISK device holds it: a slice of a plain view that is
+    contiguous in the file (rows of the outer axis) becomes a plain view of a new window, exactly its bytes; other
+    movement ops stay lazy views (a copy reads the bytes from their first element to their last: `disk_copy`).
+    Anything that would compute (an ALU op, a cast, a reduction, an assignment) is an error."""
     if buffer_of(u) is not None:
         return u
     if u.op is Ops.SHRINK and (src := buffer_of(u.src[0])) is not None:
-        # a slice of the file's bytes: the window from its first element to its last, then a view of the window
-        sizes = u.shape
-        strides = strides_for(u.src[0].shape)
-        start = sum(b * s for (b, _), s in zip(u.arg, strides))
-        extent = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
-        root, offset = _root(src)
-        window = _window_in(root, offset + start * u.dtype.itemsize, extent, u.dtype)
-        view = strided_view(window, sizes, strides)
-        assert view is not None, "a slice of a contiguous tensor is a strided view"
-        return view
+        sizes, strides = u.shape, strides_for(u.src[0].shape)
+        if 0 not in sizes and _contiguous(sizes, strides):
+            start = sum(b * s for (b, _), s in zip(u.arg, strides))
+            root, offset = _root(src)
+            return view_of(_window_in(root, offset + start * u.dtype.itemsize, prod(sizes), u.dtype), sizes)
+        return u
     node = u
     while node.op in GroupOp.Movement:
         node = node.src[0]
     if node.op is not Ops.BUFFER:
         raise _no_kernels(u if node.op is Ops.CONST else _first_compute(u), device)
     return u
+
+
+def _contiguous(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Do `sizes` seen with `strides` lie in C order without gaps (axes of size 1 aside)?"""
+    kept = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    return all(s == c for (_, s), c in zip(kept, strides_for(tuple(n for n, _ in kept))))
 
 
 def _first_compute(u: UOp) -> UOp:
@@ -159,11 +162,9 @@ def _reshaped_strides(
 ) -> tuple[int, ...] | None:
     """The strides of a view (`sizes`, `strides`) reshaped to `shape` without moving an element: when it is contiguous,
     or the reshape only adds or drops axes of size 1; else None."""
-    if prod(sizes) == 0:
+    if prod(sizes) == 0 or _contiguous(sizes, strides):
         return strides_for(shape)
     kept = [(n, s) for n, s in zip(sizes, strides) if n != 1]
-    if all(s == c for (_, s), c in zip(kept, strides_for(tuple(n for n, _ in kept)))):
-        return strides_for(shape)
     if [n for n, _ in kept] != [n for n in shape if n != 1]:
         return None
     it = iter(s for _, s in kept)
