@@ -140,7 +140,8 @@ def _strided(u: UOp) -> tuple[UOp, int, tuple[int, ...], tuple[int, ...]] | None
     while u.op is not Ops.BUFFER:
         chain.append(u)
         u = u.src[0]
-    offset, sizes, strides = 0, u.shape, (1,)
+    offset, sizes = 0, u.shape
+    strides: tuple[int, ...] = (1,)
     for m in reversed(chain):
         if m.op is Ops.SHRINK:
             offset += sum(b * s for (b, _), s in zip(m.arg, strides))
