@@ -152,10 +152,27 @@ def test_torch_dtypes_as_values_are_zeptograd_dtypes(tmp_path):
     assert got == {"dtype": dtypes.bfloat16, "pair": (dtypes.int64, dtypes.bool)}
 
 
+def test_a_tensor_with_attributes_loads_as_its_values(tmp_path):
+    t = torch.tensor([1.5, -2.0])
+    t.note = "kept by torch, dropped here"
+    got = torch_load(_save({"t": t}, tmp_path / "attrs.pt", "zip"))
+    assert isinstance(got["t"], Tensor) and got["t"].tolist() == [1.5, -2.0]
+
+
+def test_a_tensor_subclass_is_refused(tmp_path):
+    path = _save({"t": _Sub(torch.ones(2))}, tmp_path / "sub.pt", "zip")
+    with pytest.raises(pickle.UnpicklingError, match=r"refusing to load global '.*_Sub' from .*sub.pt"):
+        torch_load(path)
+
+
 def test_a_parameter_loads_as_its_values(tmp_path):
     p = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
     got = torch_load(_save({"p": p}, tmp_path / "param.pt", "zip"))
     assert isinstance(got["p"], Tensor) and got["p"].tolist() == [1.0, 2.0]
+
+
+class _Sub(torch.Tensor):
+    pass
 
 
 class _Evil:

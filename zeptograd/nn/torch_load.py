@@ -209,6 +209,17 @@ def _itemsize(dtype: _TorchDtype) -> int:
     return dtype.dtype.itemsize
 
 
+_TENSOR_TYPE = object()  # `torch.Tensor` as `_rebuild_from_type_v2` names the type to rebuild
+
+
+def _rebuild_from_type(func: Any, new_type: Any, args: Any, state: Any) -> Any:
+    """`torch._tensor._rebuild_from_type_v2`: `func(*args)`, a tensor of an allowed rebuild function, whose type must
+    be torch.Tensor (a subclass is a global the unpickler refuses); its attributes (`state`) are dropped."""
+    if new_type is not _TENSOR_TYPE or not callable(func) or not isinstance(args, tuple):
+        raise pickle.UnpicklingError(f"torch_load: a tensor rebuilt as {new_type!r}: only torch.Tensor is loaded")
+    return func(*args)
+
+
 class _Unpickler(pickle.Unpickler):
     """An unpickler that builds checkpoints' tensors with `loader` and refuses every global it does not know."""
 
@@ -229,6 +240,8 @@ class _Unpickler(pickle.Unpickler):
                 )
             if name in ("_rebuild_parameter", "_rebuild_parameter_with_state"):
                 return lambda data, *_: data
+            if name == "_rebuild_from_type_v2":  # a tensor with Python attributes: the tensor, without them
+                return _rebuild_from_type
         if module == "torch":
             if name in _STORAGES:
                 return _StorageType(_torch_dtype(_STORAGES[name]))
@@ -240,6 +253,8 @@ class _Unpickler(pickle.Unpickler):
                 return _torch_dtype(name)
             if name == "Size":
                 return tuple
+            if name == "Tensor":
+                return _TENSOR_TYPE
         if (module, name) == ("torch.storage", "UntypedStorage"):
             return _StorageType(_torch_dtype("uint8"))
         if (module, name) == ("collections", "OrderedDict"):
