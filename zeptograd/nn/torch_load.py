@@ -280,7 +280,8 @@ def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
     device, read only when copied (`t.to("CPU")`; `load_state_dict` copies them). Reads the zip format and the
     legacy one; never runs code from the file (an unknown global is a pickle.UnpicklingError naming it). Two tensors
     that view one storage share no memory once loaded (each holds its own values); one view named twice is one
-    Tensor.
+    Tensor. A view whose rows overlap (an `as_strided` window, which movement ops cannot express) is gathered on a
+    compute device: `device`, or the default device with device="disk".
 
     >>> import os, tempfile
     >>> import torch
