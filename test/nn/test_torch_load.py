@@ -233,6 +233,30 @@ def test_unsupported_dtype_and_bad_files(tmp_path):
         torch_load(3)
 
 
+def test_loads_without_torch(tmp_path):
+    """torch_load imports no torch: in a process where `import torch` fails, a checkpoint loads."""
+    path = _save({"w": torch.arange(6.0).view(2, 3).t(), "n": 3}, tmp_path / "no_torch.pt", "zip")
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from zeptograd.nn.state import torch_load\n"
+        "got = torch_load(sys.argv[1])\n"
+        "print(got['w'].tolist(), got['n'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]] 3", out.stderr
+
+
+def test_a_tar_file_is_named(tmp_path):
+    import tarfile
+
+    path = tmp_path / "old.tar"
+    (tmp_path / "sys_info").write_bytes(pickle.dumps({"little_endian": True}, protocol=2))
+    with tarfile.open(path, "w") as tar:  # the old format's members: sys_info, pickle, tensors, storages
+        tar.add(tmp_path / "sys_info", arcname="sys_info")
+    with pytest.raises(ValueError, match=r"torch_load: .*old.tar is a tar file: the tar format .* is not read"):
+        torch_load(path)
+
+
 class _Net:
     """zeptograd's layers with the structure of the torch model below (names match its state_dict)."""
 

@@ -29,6 +29,7 @@ import collections
 import os
 import pickle
 import struct
+import tarfile
 import zipfile
 from collections.abc import Callable
 from typing import IO, Any, NamedTuple
@@ -304,6 +305,8 @@ def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
     try:
         if zipfile.is_zipfile(path):
             loader, result = _load_zip(path, target)
+        elif tarfile.is_tarfile(path):
+            raise ArgumentError(f"torch_load: {path} is a tar file: the tar format of torch before 0.1.10 is not read")
         else:
             loader, result = _load_legacy(path, target)
     except (EOFError, zipfile.BadZipFile, struct.error, pickle.UnpicklingError) as e:
