@@ -312,7 +312,16 @@ def _bad_files(tmp_path) -> dict[str, bytes]:
     safe_save({"a": Tensor(np.arange(64, dtype=np.float32)), "b": Tensor([1, 2, 3])}, good)
     raw = good.read_bytes()
     header = b'{"a": not json}'
+
+    def file(text: bytes, data: bytes = bytes(8)) -> bytes:
+        return len(text).to_bytes(8, "little") + text + data
+
     return {
+        "outside": file(b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}'),
+        "wrong_size": file(b'{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}'),
+        "not_an_object": file(b"[1, 2]"),
+        "no_offsets": file(b'{"a":{"dtype":"F32","shape":[2]}}'),
+        "negative_shape": file(b'{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}'),
         "truncated_data": raw[:-20],
         "truncated_header": raw[:30],
         "text": b"this is a plain text file, not a safetensors file at all\n" * 3,
@@ -321,7 +330,21 @@ def _bad_files(tmp_path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize("kind", ["truncated_data", "truncated_header", "text", "empty", "bad_json"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "truncated_data",
+        "truncated_header",
+        "text",
+        "empty",
+        "bad_json",
+        "outside",
+        "wrong_size",
+        "not_an_object",
+        "no_offsets",
+        "negative_shape",
+    ],
+)
 def test_bad_files(tmp_path, kind: str):
     path = tmp_path / f"{kind}.safetensors"
     path.write_bytes(_bad_files(tmp_path)[kind])

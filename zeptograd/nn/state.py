@@ -299,7 +299,7 @@ def _raw_bytes(t: Tensor) -> bytes:
 
 
 class _Entry(NamedTuple):
-    dtype: Any
+    dtype: DType
     shape: tuple[int, ...]
     begin: int  # byte offset in the file
 
@@ -388,7 +388,7 @@ def _device_of(device: str | None, op: str) -> str:
     return name
 
 
-def _disk_tensor(disk: str, offset: int, shape: tuple[int, ...], dtype: Any) -> Tensor:
+def _disk_tensor(disk: str, offset: int, shape: tuple[int, ...], dtype: DType) -> Tensor:
     """A tensor of `shape` and `dtype` stored in C order at byte `offset` of DISK device `disk`'s file."""
     return Tensor(view_of(disk_window(disk, offset, prod(shape), dtype), shape), device=disk)
 
