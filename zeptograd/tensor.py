@@ -20,7 +20,7 @@ import numpy as np
 
 from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, np_dtype, result_type
 from zeptograd.engine import realize as engine
-from zeptograd.engine.disk import disk_copy, disk_view, is_disk
+from zeptograd.engine.disk import disk_copy, disk_view, disk_write, is_disk
 from zeptograd.engine.realize import lazy_tensors, live_tensors, realize
 from zeptograd.gradient import compute_gradient
 from zeptograd.helpers import TRAINING, ArgumentError, JitError
@@ -319,8 +319,9 @@ class Tensor(
                 uop = disk_view(uop, device)
         elif is_disk(device):
             raise RuntimeError(
-                f"Tensor: cannot make a tensor from {type(data).__name__} on {device}: the DISK device is read-only "
-                "(its tensors are views of the file: Tensor.empty(n, dtype=dtypes.uint8, device='disk:<file>'))"
+                f"Tensor: cannot make a tensor from {type(data).__name__} on {device}: a DISK tensor is a view of a "
+                "file (Tensor.empty(n, dtype=dtypes.uint8, device='disk:<file>')); Tensor(data).to('disk:<file>') "
+                "writes one"
             )
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             uop = UOp.const(_scalar_dtype(data, dt, "Tensor"), data)
@@ -604,12 +605,24 @@ class Tensor(
 
     def to(self, device: str) -> Tensor:
         """A copy of this tensor on `device` (self when it is there already). From a DISK device, only the bytes
-        of the tensor's window of the file are read."""
+        of the tensor's window of the file are read. To a DISK device (`"disk:/path"`), the values are computed and
+        written now, as the whole file (C order, little-endian; bfloat16 and fp8 as their bits), which replaces
+        any file there; the result is the DISK tensor over them.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.bin")
+        >>> Tensor([[1, 2], [3, 4]], dtype="int16").to(f"disk:{path}").T[1].tolist()
+        [2, 4]
+        """
         device = _device(device, "to")
         if device == self.device:
             return self
         if is_disk(device):
-            raise RuntimeError(f"to: cannot copy a tensor to {device}: the DISK device is read-only")
+            values = self if not is_disk(self.device) else self.to("CPU")
+            if values.dtype in NARROW_FLOATS:
+                values = values.bitcast(NARROW_FLOATS[values.dtype].storage)
+            disk_write(device, values.numpy())
+            return Tensor.empty(self.shape, dtype=self.dtype, device=device)
         if is_disk(self.device):
             return Tensor(disk_copy(self.uop, device), device=device)
         return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device), device=device)
@@ -688,7 +701,7 @@ class Tensor(
         """
         if is_disk(self.device):
             raise RuntimeError(
-                f"assign: a tensor on {self.device} is a view of a file, and the DISK device is read-only"
+                f"assign: a tensor on {self.device} is a view of a file, which the DISK device maps read-only"
             )
         if not isinstance(x, Tensor):
             try:

@@ -147,10 +147,8 @@ def test_disk_is_read_only(data_file):
     x = _floats(path)
     with pytest.raises(RuntimeError, match=r"assign: a tensor on DISK:.*read-only"):
         x.assign(Tensor.zeros(96))
-    with pytest.raises(RuntimeError, match=r"Tensor: cannot make a tensor from list on DISK:.*read-only"):
+    with pytest.raises(RuntimeError, match=r"from list on DISK:.*\.to\('disk:<file>'\) writes one"):
         Tensor([1.0, 2.0], device=f"disk:{path}")
-    with pytest.raises(RuntimeError, match=r"to: cannot copy a tensor to DISK:.*read-only"):
-        Tensor([1.0]).to(f"disk:{path}")
     with pytest.raises(ValueError, match=r"cannot be the default device"):
         Device.DEFAULT = f"disk:{path}"
     assert Device.DEFAULT != f"DISK:{path}"
@@ -247,5 +245,24 @@ def test_disk_tensors_pickle_and_save_as_their_values(tmp_path, data_file):
     loaded = safe_load(out)
     np.testing.assert_array_equal(loaded["t"].numpy(), values.reshape(8, 12).T)
     np.testing.assert_array_equal(loaded["row"].numpy(), values.reshape(8, 12)[2])
-    with pytest.raises(RuntimeError, match=r"to: cannot copy a tensor to DISK:.*read-only"):
-        x.to(f"disk:{out}")
+
+
+def test_to_disk_writes_the_file(tmp_path, data_file):
+    """`t.to("disk:path")` writes t's values as the whole file (numpy reads them back), bfloat16 as its bits; the
+    file replaces the one there, and a tensor that mapped the old file keeps its old values."""
+    path, values = data_file
+    out = tmp_path / "out.bin"
+    grid = values.reshape(8, 12)
+    written = (Tensor(grid) * 2).T.to(f"disk:{out}")
+    assert written.device == f"DISK:{out}" and written.shape == (12, 8)
+    np.testing.assert_array_equal(np.fromfile(out, np.float32), (grid * 2).T.reshape(-1))
+    np.testing.assert_array_equal(written[3].numpy(), (grid * 2).T[3])
+    old = written[2:4]
+    copied = _floats(path).reshape(8, 12)[1:3].to(f"disk:{out}")  # DISK to DISK: the values of one file, in another
+    np.testing.assert_array_equal(np.fromfile(out, np.float32), grid[1:3].reshape(-1))
+    np.testing.assert_array_equal(copied.numpy(), grid[1:3])
+    np.testing.assert_array_equal(old.numpy(), (grid * 2).T[2:4])
+    bf16 = Tensor([1.0, -2.5, 3.140625]).cast(dtypes.bfloat16).to(f"disk:{tmp_path / 'bf16.bin'}")
+    assert np.fromfile(tmp_path / "bf16.bin", np.uint16).tolist() == [0x3F80, 0xC020, 0x4049]
+    assert bf16.dtype is dtypes.bfloat16 and bf16.tolist() == [1.0, -2.5, 3.140625]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bf16.bin", "out.bin", "w.bin"]  # no temporary file left

@@ -24,6 +24,10 @@ only the bytes from the view's first element to its last, then applies the view 
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
+
 from zeptograd.dtype import DType
 from zeptograd.runtime.buffer import Buffer, buffer_for
 from zeptograd.runtime.device import Device, is_disk
@@ -32,7 +36,7 @@ from zeptograd.uop.movement import strided_view
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.shape import prod, strides_for
 
-__all__ = ["is_disk", "disk_window", "disk_view", "disk_bitcast", "disk_copy"]
+__all__ = ["is_disk", "disk_window", "disk_view", "disk_bitcast", "disk_copy", "disk_write"]
 
 
 def disk_window(device: str, offset: int, size: int, dtype: DType) -> UOp:
@@ -190,3 +194,25 @@ def disk_copy(u: UOp, device: str) -> UOp:
     while base.op is not Ops.BUFFER:
         base = base.src[0]
     return u.substitute({base: UOp(Ops.COPY, base.dtype, (base,), device)})
+
+
+def disk_write(device: str, data: np.ndarray) -> None:
+    """Make DISK device `device`'s file hold exactly `data`'s bytes (C order, little-endian): written to a new file
+    that then replaces it, so a tensor that maps the old file keeps reading the old bytes (a file rewritten in place
+    under a mapping could lose the pages the mapping reads).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.bin")
+    >>> disk_write("DISK:" + path, np.array([1, 2], np.uint16))
+    >>> open(path, "rb").read()
+    b'\\x01\\x00\\x02\\x00'
+    """
+    path = device[len("DISK:") :]
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(np.ascontiguousarray(data).astype(data.dtype.newbyteorder("<"), copy=False).tobytes())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
