@@ -20,6 +20,7 @@ import numpy as np
 
 from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, np_dtype, result_type
 from zeptograd.engine import realize as engine
+from zeptograd.engine.disk import disk_copy, disk_view, disk_write, is_disk
 from zeptograd.engine.realize import lazy_tensors, live_tensors, realize
 from zeptograd.gradient import compute_gradient
 from zeptograd.helpers import TRAINING, ArgumentError, JitError
@@ -316,6 +317,14 @@ class Tensor(
         rounded = False
         if isinstance(data, UOp):
             uop = data if dt is None or data.dtype is dt else data.cast(dt)
+            if is_disk(device):
+                uop = disk_view(uop, device)
+        elif is_disk(device):
+            raise RuntimeError(
+                f"Tensor: cannot make a tensor from {type(data).__name__} on {device}: a DISK tensor is a view of a "
+                "file (Tensor.empty(n, dtype=dtypes.uint8, device='disk:<file>')); Tensor(data).to('disk:<file>') "
+                "writes one"
+            )
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             uop = UOp.const(_scalar_dtype(data, dt, "Tensor"), data)
         elif isinstance(data, (list, tuple, range, np.ndarray, np.generic)):
@@ -434,6 +443,8 @@ class Tensor(
     def _from_uop(uop: UOp, device: str) -> Tensor:
         """A tensor of graph `uop` on canonical `device`: what `Tensor(uop, device=device)` makes, without the
         checks (the hot path of every op)."""
+        if device[:5] == "DISK:":  # a view of a file, or an error: the DISK device runs no kernels
+            uop = disk_view(uop, device)
         t = object.__new__(Tensor)
         t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
         t._base, t._mops, t._views, t._graph = None, (), None, None
@@ -506,13 +517,21 @@ class Tensor(
 
     @staticmethod
     def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        """An uninitialised tensor (its buffer's contents are whatever the memory held)."""
+        """An uninitialised tensor (its buffer's contents are whatever the memory held). On a DISK device
+        (`device="disk:/path/to/file"`) it is a view of the file's first bytes, mapped and read only where a copy
+        to another device reads it (runtime/ops_disk.py)."""
         shape = shape_arg(shape, "empty")
         if any(s < 0 for s in shape):
             raise ArgumentError(f"empty: negative size in shape {shape}")
         dt = tensor_dtype(dtype, "empty") if dtype is not None else dtypes.default_float
         dev = _device(device, "empty")
-        return Tensor(view_of(new_buffer(dev, prod(shape), dt), shape), device=dev)
+        buf = new_buffer(dev, prod(shape), dt)
+        if is_disk(dev):
+            try:
+                engine.buffer_of_view(buf).allocate()  # maps the file now: a missing or short file fails here
+            except (OSError, ValueError) as e:
+                raise type(e)(f"empty: {e}") from None
+        return Tensor(view_of(buf, shape), device=dev)
 
     @staticmethod
     def arange(
@@ -570,6 +589,8 @@ class Tensor(
                 f"TinyJit: the function read a {self.shape} tensor back to Python (numpy/item/tolist) while its "
                 "kernels were captured; a replay would not read it again. Return the tensor instead."
             )
+        if is_disk(self.device):  # the DISK device computes nothing: the values are read by a copy
+            return self.to("CPU").numpy()
         if self.dtype in NARROW_FLOATS:  # numpy has no bfloat16 or fp8: their float32 values, as torch's .float()
             return self.cast(dtypes.float32).numpy()
         return self._buffer().numpy().reshape(self.shape)
@@ -585,10 +606,27 @@ class Tensor(
         return self.numpy().tolist()
 
     def to(self, device: str) -> Tensor:
-        """A copy of this tensor on `device` (self when it is there already)."""
+        """A copy of this tensor on `device` (self when it is there already). From a DISK device, only the bytes
+        of the tensor's window of the file are read. To a DISK device (`"disk:/path"`), the values are computed and
+        written now, as the whole file (C order, little-endian; bfloat16 and fp8 as their bits), which replaces
+        any file there; the result is the DISK tensor over them.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.bin")
+        >>> Tensor([[1, 2], [3, 4]], dtype="int16").to(f"disk:{path}").T[1].tolist()
+        [2, 4]
+        """
         device = _device(device, "to")
         if device == self.device:
             return self
+        if is_disk(device):
+            values = self if not is_disk(self.device) else self.to("CPU")
+            if values.dtype in NARROW_FLOATS:
+                values = values.bitcast(NARROW_FLOATS[values.dtype].storage)
+            disk_write(device, values.numpy())
+            return Tensor.empty(self.shape, dtype=self.dtype, device=device)
+        if is_disk(self.device):
+            return Tensor(disk_copy(self.uop, device), device=device)
         return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device), device=device)
 
     def clone(self) -> Tensor:
@@ -635,7 +673,9 @@ class Tensor(
         >>> pickle.loads(pickle.dumps(Tensor([1.0, 2.0]) + 1)).tolist()
         [2.0, 3.0]
         """
-        return (_unpickled, (self.numpy(), self.dtype.name, self.device, self.requires_grad))
+        # a DISK tensor's values unpickle into memory: the DISK device is read-only
+        device = "CPU" if is_disk(self.device) else self.device
+        return (_unpickled, (self.numpy(), self.dtype.name, device, self.requires_grad))
 
     def __deepcopy__(self, memo: dict) -> Tensor:
         """`copy.deepcopy(t)`: a realized copy in a buffer of its own, with a copy of `.grad`, as torch's."""
@@ -661,6 +701,10 @@ class Tensor(
         >>> t.tolist()
         [10.0, 7.0]
         """
+        if is_disk(self.device):
+            raise RuntimeError(
+                f"assign: a tensor on {self.device} is a view of a file, which the DISK device maps read-only"
+            )
         if not isinstance(x, Tensor):
             try:
                 x = Tensor(x, dtype=self.dtype, device=self.device)

@@ -478,7 +478,8 @@ def buffer_of_view(u: UOp) -> Buffer:
 
 def realize(tensors: Iterable[Lazy]) -> None:
     """Compute every tensor of `tensors` that is not a buffer yet, in one schedule."""
-    pending = [t for t in tensors if buffer_of(t.uop) is None]
+    # a DISK tensor is a view of its file, realized as it is (the DISK device runs no kernels)
+    pending = [t for t in tensors if buffer_of(t.uop) is None and t.device[:5] != "DISK:"]
     if not pending:
         return
     roots = list(dict.fromkeys(t.uop for t in pending))

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zeptograd.dtype import DType, category, dtypes, result_type
+from zeptograd.engine.disk import disk_bitcast, is_disk
 from zeptograd.gradient import custom_gradient
 from zeptograd.helpers import ArgumentError, DTypeError
 from zeptograd.mixin.args import compute_dtype, tensor_dtype
@@ -1469,6 +1470,8 @@ class ElementwiseMixin:
         dt = tensor_dtype(dtype, "bitcast")
         if dtypes.is_bool(dt) or dtypes.is_bool(self.dtype):
             raise TypeError(f"bitcast: cannot bitcast {self.dtype!r} to {dt!r}: bool has no defined bit pattern")
+        if is_disk(self.device):  # a file's bytes read as another dtype: a window of the same bytes
+            return type(self)(disk_bitcast(self.uop, dt, self.device), device=self.device)
         if dt.itemsize != self.dtype.itemsize:
             return self._bitcast_resized(dt)
         return self._new(self.uop.bitcast(dt))

@@ -7,7 +7,8 @@ allocation of the same byte size on the same device. Each BUFFER node of the ten
 on first use and dropped (its memory back to the pool) when no graph holds the node any more. A Buffer can also
 be a window of a larger base Buffer: the memory planner (engine/memory.py) lays a schedule's intermediates out
 that way. `GlobalCounters.mem_used` counts the bytes of allocations in use (a window counts nothing: its base
-does), `GlobalCounters.mem_peak` the most in use since `GlobalCounters.reset()`.
+does), `GlobalCounters.mem_peak` the most in use since `GlobalCounters.reset()`. A DISK buffer's memory is a
+read-only map of its file (runtime/ops_disk.py): it is not allocated, pooled or counted.
 
 Memory shared with other libraries (DLPack, runtime/dlpack.py): a Buffer lent out is kept alive by what it was lent
 through until the borrower lets go, so its allocation reaches the pool only then; a Buffer over borrowed memory
@@ -101,6 +102,7 @@ class Buffer:
         # memory of the device's own (a GPU's), reached through its allocator, not as a numpy array
         self._device_memory = device in DEVICE_MEMORY
         self._owned = False  # device memory: whether this buffer allocated it (a window of a base did not)
+        self._disk = device[:5] == "DISK:"  # a file's bytes, mapped (runtime/ops_disk.py)
 
     @property
     def allocated(self) -> bool:
@@ -166,6 +168,11 @@ class Buffer:
             if self.base is not None:
                 raw = self.base.as_bytes()[self.offset : self.offset + self.nbytes]
                 address = raw.ctypes.data
+            elif self._disk:
+                from zeptograd.runtime.device import Device
+
+                raw = Device[self.device].map(self.nbytes)
+                address = raw.ctypes.data
             else:
                 raw, address = pool.take_addressed(self.device, self.nbytes)
                 self._raw = raw
@@ -176,7 +183,12 @@ class Buffer:
             self.address = address
         return self._array
 
+    def _writable(self) -> None:
+        if self._disk:
+            raise RuntimeError(f"{self!r}: the DISK device is read-only (its file is mapped for reading)")
+
     def copyin(self, data: np.ndarray) -> Buffer:
+        self._writable()
         if self._device_memory:
             host = np.ascontiguousarray(np.broadcast_to(data.reshape(-1), (self.size,)), dtype=np_dtype(self.dtype))
             _allocator(self.device).copyin(self.allocate().address, host)
@@ -194,6 +206,7 @@ class Buffer:
 
     def copy_from(self, src: Buffer) -> None:
         """This buffer's contents become `src`'s (same size and dtype; any two devices)."""
+        self._writable()
         if self._device_memory and src.device == self.device:
             _allocator(self.device).copy(self.allocate().address, src.allocate().address, self.nbytes)
         elif self._device_memory or src._device_memory:

@@ -124,6 +124,23 @@ def _problem(base: str) -> str | None:
     return webgpu_problem()
 
 
+def is_disk(device: str) -> bool:
+    """Is canonical device name `device` a DISK device (a file's bytes, mapped into memory; runtime/ops_disk.py)?
+
+    >>> is_disk("DISK:/tmp/w.bin"), is_disk("CPU")
+    (True, False)
+    """
+    return device[:5] == "DISK:"
+
+
+def disk_name(name: str) -> str:
+    """The canonical name of DISK device `name` ("disk:path", any case): 'DISK:' and the absolute path of its file."""
+    path = name.partition(":")[2]
+    if not path:
+        raise ValueError(f"the DISK device needs a file: 'disk:/path/to/file', got {name!r}")
+    return "DISK:" + os.path.abspath(path)
+
+
 class DeviceUnavailable(RuntimeError):
     """A device whose package is missing on this host (the message says what to install)."""
 
@@ -140,16 +157,23 @@ class _Device:
         if not isinstance(name, str):
             raise TypeError(f"a device is named by a string, got {type(name).__name__}: {name!r}")
         base = name.split(":")[0].upper()
-        if base not in DEVICES:
-            raise ValueError(f"unknown device {name!r}; the devices are {', '.join(DEVICES)}")
+        if base not in DEVICES and base != "DISK":
+            raise ValueError(f"unknown device {name!r}; the devices are {', '.join(DEVICES)} and DISK:<file>")
         return base
 
     def canonicalize(self, name: str | None) -> str:
         """The registry's name for a device (`'cpu'` and `'CPU:0'` are `'CPU'`); None is the default.
-        A device whose package is missing raises DeviceUnavailable naming what to install."""
+        A device whose package is missing raises DeviceUnavailable naming what to install. A DISK device names
+        its file, which it keeps: `'disk:x.bin'` is `'DISK:'` and the file's absolute path.
+
+        >>> Device.canonicalize("disk:/tmp/w.bin")
+        'DISK:/tmp/w.bin'
+        """
         if name is None:
             return self.DEFAULT
         base = self._name(name)
+        if base == "DISK":
+            return disk_name(name)
         if not self.usable(base):
             raise DeviceUnavailable(self._problems.get(base) or INSTALL_HINTS[base])
         return base
@@ -204,6 +228,10 @@ class _Device:
                 from zeptograd.runtime.ops_cl import CLDevice
 
                 self._opened[name] = CLDevice()
+            elif is_disk(name):
+                from zeptograd.runtime.ops_disk import DiskDevice
+
+                self._opened[name] = DiskDevice(name)
             elif name == "WEBGPU":
                 from zeptograd.runtime.ops_webgpu import WebGPUDevice
 
@@ -217,6 +245,10 @@ class _Device:
     def __setattr__(self, key: str, value: Any) -> None:
         if key == "DEFAULT":
             value = self.canonicalize(value) if hasattr(self, "DEFAULT") else value
+            if is_disk(value):
+                raise ValueError(
+                    f"{value} cannot be the default device: the DISK device holds a file and runs no kernels"
+                )
         object.__setattr__(self, key, value)
 
 

@@ -60,3 +60,54 @@ def padded_spatially(x: UOp, pads: tuple[tuple[int, int], ...] | list[tuple[int,
     if all(tuple(p) == (0, 0) for p in pads):
         return x
     return movement_uop(x, Ops.PAD, ((0, 0), (0, 0), *(tuple(p) for p in pads)))
+
+
+def _reshaped(u: UOp, shape: tuple[int, ...]) -> UOp:
+    """`u` reshaped to `shape`, a reshape of a reshape folded into one (a view that is contiguous in the end stays a
+    plain reshape of its buffer)."""
+    while u.op is _RESHAPE:
+        u = u.src[0]
+    return movement_uop(u, _RESHAPE, shape)
+
+
+def strided_view(flat: UOp, sizes: tuple[int, ...], strides: tuple[int, ...]) -> UOp | None:
+    """The elements `flat[sum(i[k] * strides[k])]` of 1-D node `flat` in shape `sizes` (numpy's `as_strided`, in
+    elements), built of movement ops: for each axis, by stride from the largest, the row so far is cut (or padded)
+    to `size * stride` elements and split into `size` rows of `stride`; then the axes are permuted back and the
+    axes of stride 0 expanded. None when the layout overlaps itself (an element of one row is read from the next
+    row: `as_strided` windows), which movement ops cannot express; `flat` must hold the last element read.
+
+    >>> from zeptograd.dtype import dtypes
+    >>> from zeptograd.uop.buffers import new_buffer
+    >>> strided_view(new_buffer("CPU", 6, dtypes.float32), (3, 2), (1, 3)).shape
+    (3, 2)
+    >>> strided_view(new_buffer("CPU", 4, dtypes.float32), (3, 2), (1, 1)) is None
+    True
+    """
+    if 0 in sizes:
+        return _reshaped(movement_uop(flat, _SHRINK, ((0, 0),)), sizes)
+    if any(s < 0 for s in strides):
+        return None
+    kept = [k for k in range(len(sizes)) if sizes[k] > 1 and strides[k] > 0]
+    order = sorted(kept, key=lambda k: -strides[k])
+    # each axis's rows must hold every element the axes below it read
+    for j, k in enumerate(order):
+        if 1 + sum((sizes[m] - 1) * strides[m] for m in order[j + 1 :]) > strides[k]:
+            return None
+    done: list[int] = []  # the sizes of the axes split off so far
+    x, row = flat, flat.shape[0]
+    for k in order:
+        n, s = sizes[k], strides[k]
+        if row > n * s:
+            x = movement_uop(x, _SHRINK, (*((0, d) for d in done), (0, n * s)))
+        elif row < n * s:
+            x = movement_uop(x, Ops.PAD, (*((0, 0) for _ in done), (0, n * s - row)))
+        x = _reshaped(x, (*done, n, s))
+        done, row = [*done, n], s
+    if row > 1:
+        x = movement_uop(x, _SHRINK, (*((0, d) for d in done), (0, 1)))
+    x = _reshaped(x, tuple(done))
+    # the kept axes in their own order, then the others (size 1, or stride 0) as 1s, expanded
+    x = movement_uop(x, _PERMUTE, tuple(order.index(k) for k in kept))
+    x = _reshaped(x, tuple(sizes[k] if k in kept else 1 for k in range(len(sizes))))
+    return movement_uop(x, _EXPAND, tuple(sizes))
