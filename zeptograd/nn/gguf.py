@@ -5,7 +5,8 @@ A GGUF file (versions 2 and 3, little-endian) is: the magic b"GGUF", a uint32 ve
 tensors and of metadata entries, the metadata (key, value type, value), one info per tensor (name, dims listed
 innermost first, GGML type, offset into the data section), then the data section, which starts at the next
 multiple of `general.alignment` (32 when the key is absent). No file is read whole: the header is parsed from a
-buffered file, each tensor's bytes are read on their own (`_file_bytes`).
+buffered file, and each tensor's bytes are a window of the file on the DISK device (a memory map), read when the
+tensor is realized (`_file_bytes`).
 
 A quantized tensor's bytes become a uint8 Tensor of shape (n_blocks, block_bytes); the scales are bitcast to
 float16 and the quants unpacked with shifts and masks, all as lazy Tensor ops, so the dequantization runs as a
@@ -26,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from zeptograd.dtype import DType, dtypes
+from zeptograd.engine.realize import device_name
 from zeptograd.helpers import ArgumentError
 from zeptograd.tensor import Tensor
 
@@ -276,15 +278,12 @@ _SUPPORTED = tuple(_TYPE_NAMES[t] for t in sorted(_TYPES))
 
 
 def _file_bytes(path: str, offset: int, nbytes: int, device: str | None) -> Tensor:
-    """The `nbytes` bytes of the file at `offset`, as a 1-D uint8 Tensor on `device`. Only these bytes are read
-    (through a memory map); every tensor's data comes through here."""
+    """The `nbytes` bytes of the file at `offset`, as a 1-D uint8 Tensor on `device`: a window of the file on the
+    DISK device (a memory map) copied to `device`, so only these bytes are read, when the tensor is realized."""
     if nbytes == 0:
         return Tensor(np.zeros(0, np.uint8), device=device)
-    mapped = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(nbytes,))
-    try:
-        return Tensor(np.array(mapped), device=device)
-    finally:
-        del mapped
+    file = Tensor.empty(offset + nbytes, dtype=dtypes.uint8, device=f"disk:{path}")
+    return file[offset:].to(device_name(device))
 
 
 class _Reader:
