@@ -55,6 +55,10 @@ def tfidf_vectorizer(
     for n in range(1, len(ngram_counts) + 1):
         start = ngram_counts[n - 1]
         end = ngram_counts[n] if n < len(ngram_counts) else len(pool_int64s)
+        if (end - start) % n:
+            raise ValueError(
+                f"pool_int64s[{start}:{end}] (the {n}-grams, from ngram_counts) is not a whole number of them"
+            )
         grams = np.asarray(pool_int64s[start:end], np.int64).reshape(-1, n)
         first, gram = gram, gram + len(grams)
         if not len(grams) or not min_gram_length <= n <= max_gram_length:
