@@ -197,7 +197,7 @@ def test_binarizer_on_integers_compares_with_the_fractional_threshold():
 @pytest.mark.parametrize("shape", [(6,), (2, 3, 5)])
 def test_array_feature_extractor_shapes(shape):
     x = RNG.standard_normal(shape).astype(np.float32)
-    idx = np.array([[0, 2], [2, 1]], np.int64) if len(shape) > 1 else np.array([5, 0, 3], np.int64)
+    idx = np.array([[0, -2], [2, 1]], np.int64) if len(shape) > 1 else np.array([5, 0, -1, 3], np.int64)
     node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain=ML)
     _check(node, {"x": x, "i": idx}, {"y": np.float32})
 

@@ -37,10 +37,12 @@ def binarizer(x: Tensor, *, threshold: float = 0.0) -> Tensor:
 
 @onnx_op("ArrayFeatureExtractor", 1, domain=ML)
 def array_feature_extractor(x: Tensor, indices: Tensor) -> Tensor:
-    """ArrayFeatureExtractor: x[..., indices] (the indices flattened); a 1-d x gives one row."""
+    """ArrayFeatureExtractor: x[..., indices] (the indices flattened, negative ones from the end); a 1-d x gives one
+    row."""
     if indices.dtype not in (dtypes.int64, dtypes.int32):
         raise ValueError(f"indices must be int64 or int32, got {indices.dtype}")
-    picked = x[..., indices.reshape(-1)]
+    flat = indices.reshape(-1)
+    picked = x[..., (flat < 0).where(flat + x.shape[-1], flat)]
     return picked.reshape(1, -1) if x.ndim == 1 else picked
 
 
