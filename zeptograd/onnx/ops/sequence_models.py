@@ -88,7 +88,7 @@ def linear_attention(
 ) -> tuple[Tensor, Tensor]:
     """LinearAttention: S_t = exp(g_t) S_{t-1} + k_t (x) beta_t (v_t - exp(g_t) S_{t-1}^T k_t); o_t = scale q_t^T S_t
     (without the gate for 'linear'/'delta', without the correction for 'linear'/'gated')."""
-    del chunk_size  # a tuning hint for chunked kernels; the result is the recurrence's either way
+    del chunk_size  # a tuning hint for chunked kernels, without effect on the result
     if update_rule not in ("linear", "gated", "delta", "gated_delta"):
         raise ValueError(f"update_rule must be 'linear', 'gated', 'delta' or 'gated_delta', got {update_rule!r}")
     if not q_num_heads or not kv_num_heads or q_num_heads <= 0 or kv_num_heads <= 0 or q_num_heads % kv_num_heads:
@@ -108,12 +108,13 @@ def linear_attention(
     d_v = v.shape[3]
     if k.shape != (b, kv_num_heads, t, d_k) or v.shape[:3] != (b, kv_num_heads, t):
         raise ValueError(f"query {query.shape}, key {key.shape} and value {value.shape} do not agree")
-    gate = None
+    gate = log_gate = None
     if decay is not None:  # log-space decay per kv head, or per kv head and key dim: (B, H_kv, T, 1 or d_k)
         if decay.ndim != 3 or decay.shape[:2] != (b, t) or decay.shape[2] not in (kv_num_heads, kv_num_heads * d_k):
             raise ValueError(f"decay must be (batch, seq, kv_num_heads[ * d_k]), got {decay.shape}")
         per_dim = decay.shape[2] // kv_num_heads
-        gate = decay.reshape(b, t, kv_num_heads, per_dim).permute(0, 2, 1, 3).cast(f32).exp()
+        log_gate = decay.reshape(b, t, kv_num_heads, per_dim).permute(0, 2, 1, 3).cast(f32)
+        gate = log_gate.exp()
     rate = None
     if beta is not None:  # (B, T, H_kv or 1) -> (B, H_kv or 1, T, 1)
         if beta.ndim != 3 or beta.shape[:2] != (b, t) or beta.shape[2] not in (kv_num_heads, 1):
@@ -127,18 +128,55 @@ def linear_attention(
         state, state_dtype = Tensor.zeros(b, kv_num_heads, d_k, d_v, dtype=f32, device=query.device), query.dtype
     s = 1 / math.sqrt(d_k) if scale == 0.0 else scale
     group = q_num_heads // kv_num_heads
+    if rate is None:
+        out, state = _parallel(q, k, v, log_gate, state, group)
+    else:
+        out, state = _recurrent(q, k, v, gate, rate, state, group)
+    y = (out * s).permute(0, 2, 1, 3).reshape(b, t, q_num_heads * d_v)
+    return y.cast(query.dtype), state.cast(state_dtype)
+
+
+def _recurrent(
+    q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, rate: Tensor, state: Tensor, group: int
+) -> tuple[Tensor, Tensor]:
+    """The delta rules token by token (each correction reads the state the previous token left): the unscaled
+    outputs (B, H_q, T, d_v) and the last state."""
     outs = []
-    # the recurrence token by token (the delta rule's correction reads the state the previous token left)
-    for i in range(t):
+    for i in range(q.shape[2]):
         k_t, v_t = k[:, :, i, :], v[:, :, i, :]
         if gate is not None:
             state = state * gate[:, :, i, :].unsqueeze(-1)
-        if rate is not None:
-            retrieved = (state * k_t.unsqueeze(-1)).sum(2)  # S^T k: (B, H_kv, d_v)
-            v_t = rate[:, :, i, :] * (v_t - retrieved)
+        retrieved = (state * k_t.unsqueeze(-1)).sum(2)  # S^T k: (B, H_kv, d_v)
+        v_t = rate[:, :, i, :] * (v_t - retrieved)
         state = state + k_t.unsqueeze(-1) * v_t.unsqueeze(-2)
         read = state.repeat_interleave(group, dim=1) if group > 1 else state
-        outs.append((q[:, :, i, :].unsqueeze(-1) * read).sum(2) * s)  # (B, H_q, d_v)
-    out = Tensor.stack(*outs, dim=2)  # (B, H_q, T, d_v)
-    y = out.permute(0, 2, 1, 3).reshape(b, t, q_num_heads * d_v)
-    return y.cast(query.dtype), state.cast(state_dtype)
+        outs.append((q[:, :, i, :].unsqueeze(-1) * read).sum(2))  # (B, H_q, d_v)
+    return Tensor.stack(*outs, dim=2), state
+
+
+def _parallel(
+    q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor | None, state: Tensor, group: int
+) -> tuple[Tensor, Tensor]:
+    """The linear and gated rules for all tokens at once: with G the running sum of the log decay,
+    o_t = sum_{s <= t} (q_t * exp(G_t - G_s)) . k_s v_s + (q_t * exp(G_t)) S_0, and
+    S_T = exp(G_T) S_0 + sum_s (exp(G_T - G_s) * k_s) (x) v_s. Returns the unscaled outputs and S_T."""
+    t = q.shape[2]
+    causal = Tensor.ones(t, t, dtype=dtypes.bool, device=q.device).tril()  # s <= t
+    kq, vq = (k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)) if group > 1 else (k, v)
+    read0 = state.repeat_interleave(group, dim=1) if group > 1 else state
+    if log_gate is None:
+        scores = causal.where(q @ kq.transpose(-1, -2), 0.0)
+        return scores @ vq + q @ read0, state + k.transpose(-1, -2) @ v
+    g = log_gate.cumsum(2)  # (B, H_kv, T, 1 or d_k)
+    gq = g.repeat_interleave(group, dim=1) if group > 1 else g
+    # exp(G_t - G_s) where s <= t (a masked pair's difference goes to -inf before exp, so it cannot overflow)
+    diff = gq.unsqueeze(3) - gq.unsqueeze(2)  # (B, H_q, T, T, 1 or d_k)
+    decayed = causal.unsqueeze(-1).where(diff, -math.inf).exp()
+    if g.shape[3] == 1:
+        scores = (q @ kq.transpose(-1, -2)) * decayed.squeeze(-1)
+    else:
+        scores = (q.unsqueeze(3) * decayed * kq.unsqueeze(2)).sum(-1)
+    out = scores @ vq + (q * gq.exp()) @ read0
+    last = g[:, :, t - 1 :, :]  # (B, H_kv, 1, 1 or d_k)
+    carried = last.transpose(-1, -2).exp() * state
+    return out, carried + ((last - g).exp() * k).transpose(-1, -2) @ v
