@@ -108,13 +108,12 @@ def linear_attention(
     d_v = v.shape[3]
     if k.shape != (b, kv_num_heads, t, d_k) or v.shape[:3] != (b, kv_num_heads, t):
         raise ValueError(f"query {query.shape}, key {key.shape} and value {value.shape} do not agree")
-    gate = log_gate = None
+    log_gate = None
     if decay is not None:  # log-space decay per kv head, or per kv head and key dim: (B, H_kv, T, 1 or d_k)
         if decay.ndim != 3 or decay.shape[:2] != (b, t) or decay.shape[2] not in (kv_num_heads, kv_num_heads * d_k):
             raise ValueError(f"decay must be (batch, seq, kv_num_heads[ * d_k]), got {decay.shape}")
         per_dim = decay.shape[2] // kv_num_heads
         log_gate = decay.reshape(b, t, kv_num_heads, per_dim).permute(0, 2, 1, 3).cast(f32)
-        gate = log_gate.exp()
     rate = None
     if beta is not None:  # (B, T, H_kv or 1) -> (B, H_kv or 1, T, 1)
         if beta.ndim != 3 or beta.shape[:2] != (b, t) or beta.shape[2] not in (kv_num_heads, 1):
@@ -128,30 +127,63 @@ def linear_attention(
         state, state_dtype = Tensor.zeros(b, kv_num_heads, d_k, d_v, dtype=f32, device=query.device), query.dtype
     s = 1 / math.sqrt(d_k) if scale == 0.0 else scale
     group = q_num_heads // kv_num_heads
-    if rate is None:
-        out, state = _parallel(q, k, v, log_gate, state, group)
-    else:
-        out, state = _recurrent(q, k, v, gate, rate, state, group)
+    if rate is not None:
+        # the delta rules' corrected values, after which they read and carry the state as the gated rule does
+        v = _corrected_values(k, v, log_gate, rate, state)
+    out, state = _parallel(q, k, v, log_gate, state, group)
     y = (out * s).permute(0, 2, 1, 3).reshape(b, t, q_num_heads * d_v)
     return y.cast(query.dtype), state.cast(state_dtype)
 
 
-def _recurrent(
-    q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, rate: Tensor, state: Tensor, group: int
-) -> tuple[Tensor, Tensor]:
-    """The delta rules token by token (each correction reads the state the previous token left): the unscaled
-    outputs (B, H_q, T, d_v) and the last state."""
-    outs = []
-    for i in range(q.shape[2]):
-        k_t, v_t = k[:, :, i, :], v[:, :, i, :]
-        if gate is not None:
-            state = state * gate[:, :, i, :].unsqueeze(-1)
-        retrieved = (state * k_t.unsqueeze(-1)).sum(2)  # S^T k: (B, H_kv, d_v)
-        v_t = rate[:, :, i, :] * (v_t - retrieved)
-        state = state + k_t.unsqueeze(-1) * v_t.unsqueeze(-2)
-        read = state.repeat_interleave(group, dim=1) if group > 1 else state
-        outs.append((q[:, :, i, :].unsqueeze(-1) * read).sum(2))  # (B, H_q, d_v)
-    return Tensor.stack(*outs, dim=2), state
+def _decayed_scores(x: Tensor, y: Tensor, g: Tensor | None, strict: bool) -> Tensor:
+    """(B, H, T, T): sum_d x_t[d] exp(G_t[d] - G_s[d]) y_s[d] for s <= t (s < t when strict), else 0; G the running
+    log decay (B, H, T, 1 or d), none when g is None."""
+    t = x.shape[2]
+    causal = Tensor.ones(t, t, dtype=dtypes.bool, device=x.device).tril(-1 if strict else 0)
+    if g is None:
+        return causal.where(x @ y.transpose(-1, -2), 0.0)
+    # a masked pair's difference goes to -inf before exp, so it cannot overflow
+    decayed = causal.unsqueeze(-1).where(g.unsqueeze(3) - g.unsqueeze(2), -math.inf).exp()  # (B, H, T, T, 1 or d)
+    if g.shape[3] == 1:
+        return (x @ y.transpose(-1, -2)) * decayed.squeeze(-1)
+    return (x.unsqueeze(3) * decayed * y.unsqueeze(2)).sum(-1)
+
+
+def _corrected_values(k: Tensor, v: Tensor, log_gate: Tensor | None, rate: Tensor, state: Tensor) -> Tensor:
+    """The delta rules' u_t = beta_t (v_t - (decayed S_{t-1})^T k_t) for all tokens: with S_{t-1} written out from
+    the u_s before it, (I + A) U = beta (V - (K * exp(G)) S_0) where A[t, s] = beta_t k_t . exp(G_t - G_s) k_s for
+    s < t, a unit lower triangular system solved by inverting it block by block."""
+    g = None if log_gate is None else log_gate.cumsum(2)
+    carried = k if g is None else k * g.exp()
+    rhs = rate * (v - carried @ state)
+    a = rate * _decayed_scores(k, k, g, strict=True)
+    return _unit_lower_inverse(a) @ rhs
+
+
+def _unit_lower_inverse(a: Tensor) -> Tensor:
+    """(I + a)^-1 for a strictly lower triangular a (..., T, T): the inverses of the diagonal blocks doubled in size
+    each step, [[P, 0], [R, Q]]^-1 = [[P^-1, 0], [-Q^-1 R P^-1, Q^-1]], so log2(T) steps of batched products."""
+    t = a.shape[-1]
+    size = 1 << max(0, (t - 1).bit_length())  # padded to a power of two (the padding rows solve to themselves)
+    lead = a.shape[:-2]
+    full = a.pad([(0, 0)] * len(lead) + [(0, size - t), (0, size - t)])
+    inv = Tensor.ones(*lead, size, 1, 1, dtype=a.dtype, device=a.device)  # the 1x1 diagonal blocks of I + a
+    block = 1
+    while block < size:
+        n = size // (2 * block)
+        # the (2 block)-square diagonal blocks of a; their lower-left quarters join the pairs of inverted blocks
+        grid = full.reshape(*lead, n, 2 * block, n, 2 * block)
+        diag = grid.permute(*range(len(lead)), len(lead) + 1, len(lead) + 3, len(lead), len(lead) + 2)
+        diag = diag.diagonal(dim1=-2, dim2=-1)  # (..., 2 block, 2 block, n)
+        diag = diag.permute(*range(len(lead)), len(lead) + 2, len(lead), len(lead) + 1)  # (..., n, 2 block, 2 block)
+        lower = diag[..., block:, :block]
+        pairs = inv.reshape(*lead, n, 2, block, block)
+        first, second = pairs[..., 0, :, :], pairs[..., 1, :, :]
+        joined = -(second @ lower @ first)
+        top = first.cat(first.zeros_like(), dim=-1)
+        inv = top.cat(joined.cat(second, dim=-1), dim=-2)
+        block *= 2
+    return inv.reshape(*lead, size, size)[..., :t, :t]
 
 
 def _parallel(
@@ -161,22 +193,13 @@ def _parallel(
     o_t = sum_{s <= t} (q_t * exp(G_t - G_s)) . k_s v_s + (q_t * exp(G_t)) S_0, and
     S_T = exp(G_T) S_0 + sum_s (exp(G_T - G_s) * k_s) (x) v_s. Returns the unscaled outputs and S_T."""
     t = q.shape[2]
-    causal = Tensor.ones(t, t, dtype=dtypes.bool, device=q.device).tril()  # s <= t
     kq, vq = (k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)) if group > 1 else (k, v)
     read0 = state.repeat_interleave(group, dim=1) if group > 1 else state
     if log_gate is None:
-        scores = causal.where(q @ kq.transpose(-1, -2), 0.0)
-        return scores @ vq + q @ read0, state + k.transpose(-1, -2) @ v
+        return _decayed_scores(q, kq, None, strict=False) @ vq + q @ read0, state + k.transpose(-1, -2) @ v
     g = log_gate.cumsum(2)  # (B, H_kv, T, 1 or d_k)
     gq = g.repeat_interleave(group, dim=1) if group > 1 else g
-    # exp(G_t - G_s) where s <= t (a masked pair's difference goes to -inf before exp, so it cannot overflow)
-    diff = gq.unsqueeze(3) - gq.unsqueeze(2)  # (B, H_q, T, T, 1 or d_k)
-    decayed = causal.unsqueeze(-1).where(diff, -math.inf).exp()
-    if g.shape[3] == 1:
-        scores = (q @ kq.transpose(-1, -2)) * decayed.squeeze(-1)
-    else:
-        scores = (q.unsqueeze(3) * decayed * kq.unsqueeze(2)).sum(-1)
-    out = scores @ vq + (q * gq.exp()) @ read0
+    out = _decayed_scores(q, kq, gq, strict=False) @ vq + (q * gq.exp()) @ read0
     last = g[:, :, t - 1 :, :]  # (B, H_kv, 1, 1 or d_k)
     carried = last.transpose(-1, -2).exp() * state
     return out, carried + ((last - g).exp() * k).transpose(-1, -2) @ v
