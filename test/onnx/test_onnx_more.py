@@ -109,8 +109,9 @@ def test_causal_conv_bad_input_names_the_problem():
         OnnxRunner(_model(node, {"x": x, "w": w}, {"y": np.float32, "s": np.float32}))({"x": x, "w": w})
 
 
+@pytest.mark.parametrize("chunk", [64, 2])
 @pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
-def test_linear_attention_gqa_with_past_state_per_key_decay_and_float64_state(rule):
+def test_linear_attention_gqa_with_past_state_per_key_decay_and_float64_state(rule, chunk):
     b, t, hq, hkv, dk, dv = 2, 5, 4, 2, 3, 2
     inputs = {
         "q": RNG.standard_normal((b, t, hq * dk)).astype(np.float32),
@@ -125,8 +126,22 @@ def test_linear_attention_gqa_with_past_state_per_key_decay_and_float64_state(ru
     if rule in ("delta", "gated_delta"):
         inputs["beta"] = RNG.random((b, t, hkv)).astype(np.float32)
         names[5] = "beta"
-    node = helper.make_node("LinearAttention", names, ["y", "s"], q_num_heads=hq, kv_num_heads=hkv, update_rule=rule)
+    node = helper.make_node("LinearAttention", names, ["y", "s"], q_num_heads=hq, kv_num_heads=hkv, update_rule=rule,
+                            chunk_size=chunk)  # fmt: skip
     _check(node, inputs, {"y": np.float32, "s": np.float64}, rtol=1e-4, atol=1e-5)
+
+
+def test_linear_attention_long_prefill_in_chunks_matches_token_by_token():
+    b, t, h, d = 1, 40, 2, 8
+    k = RNG.standard_normal((b, t, h * d)).astype(np.float32)
+    k /= np.linalg.norm(k.reshape(b, t, h, d), axis=-1).repeat(d, -1).reshape(k.shape)  # unit keys, as models use
+    inputs = {"q": RNG.standard_normal((b, t, h * d)).astype(np.float32), "k": k,
+              "v": RNG.standard_normal((b, t, h * d)).astype(np.float32),
+              "g": -RNG.random((b, t, h)).astype(np.float32) / 4,
+              "beta": RNG.random((b, t, h)).astype(np.float32)}  # fmt: skip
+    node = helper.make_node("LinearAttention", ["q", "k", "v", "", "g", "beta"], ["y", "s"], q_num_heads=h,
+                            kv_num_heads=h, chunk_size=16)  # fmt: skip
+    _check(node, inputs, {"y": np.float32, "s": np.float32}, rtol=1e-4, atol=1e-5)
 
 
 def test_linear_attention_inputs_must_fit_the_update_rule():

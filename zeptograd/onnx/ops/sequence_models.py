@@ -88,7 +88,6 @@ def linear_attention(
 ) -> tuple[Tensor, Tensor]:
     """LinearAttention: S_t = exp(g_t) S_{t-1} + k_t (x) beta_t (v_t - exp(g_t) S_{t-1}^T k_t); o_t = scale q_t^T S_t
     (without the gate for 'linear'/'delta', without the correction for 'linear'/'gated')."""
-    del chunk_size  # a tuning hint for chunked kernels, without effect on the result
     if update_rule not in ("linear", "gated", "delta", "gated_delta"):
         raise ValueError(f"update_rule must be 'linear', 'gated', 'delta' or 'gated_delta', got {update_rule!r}")
     if not q_num_heads or not kv_num_heads or q_num_heads <= 0 or kv_num_heads <= 0 or q_num_heads % kv_num_heads:
@@ -127,10 +126,21 @@ def linear_attention(
         state, state_dtype = Tensor.zeros(b, kv_num_heads, d_k, d_v, dtype=f32, device=query.device), query.dtype
     s = 1 / math.sqrt(d_k) if scale == 0.0 else scale
     group = q_num_heads // kv_num_heads
-    if rate is not None:
-        # the delta rules' corrected values, after which they read and carry the state as the gated rule does
-        v = _corrected_values(k, v, log_gate, rate, state)
-    out, state = _parallel(q, k, v, log_gate, state, group)
+    # chunk_size tokens at once (their work and memory grow with its square), the state carried between chunks
+    step = chunk_size if chunk_size > 0 else t
+    outs = []
+    for c in range(0, t, step):
+        part = slice(c, min(c + step, t))
+        q_c, k_c, v_c = q[:, :, part], k[:, :, part], v[:, :, part]
+        g_c = None if log_gate is None else log_gate[:, :, part]
+        if rate is not None:
+            # the delta rules' corrected values, after which they read and carry the state as the gated rule does
+            v_c = _corrected_values(k_c, v_c, g_c, rate[:, :, part], state)
+        out_c, state = _parallel(q_c, k_c, v_c, g_c, state, group)
+        outs.append(out_c)
+    if not outs:  # no tokens
+        outs.append(Tensor.zeros(b, q_num_heads, 0, d_v, dtype=f32, device=query.device))
+    out = outs[0].cat(*outs[1:], dim=2) if len(outs) > 1 else outs[0]
     y = (out * s).permute(0, 2, 1, 3).reshape(b, t, q_num_heads * d_v)
     return y.cast(query.dtype), state.cast(state_dtype)
 
