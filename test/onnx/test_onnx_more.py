@@ -269,3 +269,22 @@ def test_tree_ensemble_two_trees_every_aggregate_and_missing_values(aggregate, d
     x = np.array([[0.2, 0.3], [0.2, -0.5], [1.0, 0.0], [3.0, -0.3], [2.0, -1.0], [np.nan, np.nan], [0.7, 5.0]], dtype)
     node = helper.make_node("TreeEnsemble", ["x"], ["y"], **_two_trees(aggregate, _NP[np.dtype(dtype)]))
     _check(node, {"x": x}, {"y": dtype})
+
+
+def test_tree_ensemble_with_a_tree_that_is_one_leaf():
+    # tree 0: node0 (x0 <= 1) -> leaf0 | leaf2; tree 1: node1 only, both branches the same leaf (the tree is that leaf)
+    node = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain=ML, n_targets=2, aggregate_function=1, tree_roots=[0, 1],
+        nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [2], [0, 0]), nodes_featureids=[0, 0],
+        nodes_splits=helper.make_tensor("s", TensorProto.FLOAT, [2], [1.0, 0.0]),
+        nodes_truenodeids=[0, 1], nodes_trueleafs=[1, 1], nodes_falsenodeids=[2, 1], nodes_falseleafs=[1, 1],
+        leaf_targetids=[0, 1, 1], leaf_weights=helper.make_tensor("w", TensorProto.FLOAT, [3], [2.0, 5.0, -3.0]),
+    )  # fmt: skip
+    _check(node, {"x": np.array([[0.5], [1.5]], np.float32)}, {"y": np.float32})
+
+
+def test_tree_ensemble_post_transforms_are_refused_by_name():
+    node = helper.make_node("TreeEnsemble", ["x"], ["y"], **dict(_two_trees(1, TensorProto.FLOAT), post_transform=2))
+    x = np.zeros((1, 2), np.float32)
+    with pytest.raises(OnnxError, match="post_transform=2"):
+        OnnxRunner(_model(node, {"x": x}, {"y": np.float32}))({"x": x})
