@@ -18,6 +18,10 @@ from zeptograd.onnx.backend import ZeptogradBackend
 EXCLUDED: dict[str, str] = {
     # the suite
     r"_cuda$": "the CUDA variants: the suite runs on the CPU",
+    r"^test_(string_concat|string_split|regex_full_match|strnormalizer|strnorm_model|ai_onnx_ml_label_encoder)_": (
+        "zeptograd has no string dtype"
+    ),
+    r"^test_(adagrad|adam|momentum|nesterov_momentum|gradient_of)_": "a training-only op (ai.onnx.preview.training)",
     #
     # elementwise, reductions, casts, quantization
     r"^test_(cast|castlike)_.*FNUZ": "zeptograd has no float8e4m3fnuz or float8e5m2fnuz dtype",
@@ -53,6 +57,14 @@ EXPECTED_FAILURES: dict[str, str] = {
     "in float16 steps; zeptograd accumulates in float32, 2 float16 ulps off at 3 of 192 outputs (rtol 1e-3)",
     #
     # control flow, sequences, recurrent networks, signal processing
+    #
+    # other ops
+    r"^test_image_decoder_": "ImageDecoder: zeptograd decodes no image formats (JPEG, PNG, ...)",
+    r"^test_linear_attention_.*_expanded_cpu$": "LinearAttention's function expansion runs its recurrence in a Scan, "
+    "which zeptograd does not implement yet (the op itself passes every case)",
+    r"^test_causal_conv_with_state_silu_fp16_expanded_cpu$": "float16 rounding: the expansion's float16 Conv "
+    "(Tensor.conv2d) accumulates in float16, ONNX's reference in float32 rounded once: 1 float16 ulp off at 2 of 64 "
+    "outputs (rtol 1e-3); the op itself passes",
     #
 }
 

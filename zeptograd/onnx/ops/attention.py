@@ -329,3 +329,42 @@ def rotary_embedding(
         rot = real.cat(imag, dim=-1)
     y = rot.cat(rest, dim=-1) if dim < head else rot
     return y.reshape(shape) if len(shape) == 3 else y.permute(0, 2, 1, 3)
+
+
+@onnx_op("FlexAttention", 1, domain="ai.onnx.preview")
+def flex_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    prob_mod: Any = None,
+    scale: float | None = None,
+    score_mod: Any = None,
+    softmax_precision: int | None = None,
+    ctx: Any,
+) -> Tensor:
+    """FlexAttention: prob_mod(softmax(score_mod(Q K^T * scale))) V over (B, heads, L, D), with GQA."""
+    if not q.ndim == k.ndim == v.ndim == 4:
+        raise ValueError(f"Q, K and V must be 4-d (batch, heads, seq, head), got {q.shape}, {k.shape}, {v.shape}")
+    if k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"Q {q.shape}, K {k.shape} and V {v.shape} do not agree")
+    heads, kv_heads = q.shape[1], k.shape[1]
+    if heads != kv_heads:
+        if heads % kv_heads:
+            raise ValueError(f"{heads} query heads cannot share {kv_heads} key/value heads")
+        k, v = k.repeat_interleave(heads // kv_heads, dim=1), v.repeat_interleave(heads // kv_heads, dim=1)
+    s = 1 / math.sqrt(q.shape[3]) if scale is None else scale
+    # sqrt(scale) on both sides, rounded to the input dtype, as ONNX's reference scales them
+    root = Tensor(math.sqrt(s), dtype=dtypes.float32, device=q.device).cast(q.dtype)
+    scores = (q * root) @ (k * root).transpose(-1, -2)
+    if softmax_precision is not None:
+        calc = onnx_dtype(softmax_precision, "softmax_precision")
+    else:
+        calc = dtypes.float32 if q.dtype in _HALF else q.dtype
+    scores = scores.cast(calc)
+    if score_mod is not None:
+        scores = ctx.subgraph(score_mod)(scores)[0].cast(calc)
+    probs = scores.softmax(-1)
+    if prob_mod is not None:
+        probs = ctx.subgraph(prob_mod)(probs)[0].cast(calc)
+    return (probs @ v.cast(calc)).cast(v.dtype)
