@@ -4,6 +4,7 @@ from zeptograd.onnx.ops import (  # noqa: F401
     control,
     elementwise,
     nn,
+    rnn,
     sequence,
     shape,
 )
