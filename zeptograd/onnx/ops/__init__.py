@@ -7,4 +7,5 @@ from zeptograd.onnx.ops import (  # noqa: F401
     rnn,
     sequence,
     shape,
+    signal,
 )
