@@ -226,7 +226,7 @@ class OnnxRunner:
             tt = declared.tensor_type
             want = onnx_dtype(tt.elem_type, f"input {info.name!r}")
             if t.dtype is not want:
-                raise OnnxError(f"OnnxRunner: input {info.name!r} must be {want}, got {t.dtype}")
+                raise OnnxError(f"OnnxRunner: input {info.name!r} must be {want.name}, got {t.dtype.name}")
             if tt.HasField("shape") and len(tt.shape.dim) != t.ndim:
                 raise OnnxError(f"OnnxRunner: input {info.name!r} must have rank {len(tt.shape.dim)}, got {t.shape}")
         return t
@@ -295,7 +295,7 @@ class OnnxRunner:
     @staticmethod
     def _follows_shapes(node: Any, shape_only: set[str], shaped: set[str]) -> bool:
         """Do `node`'s outputs follow from the input shapes alone (so a call with the same shapes has the same)?"""
-        if node.op_type in _NOT_CONSTANT:
+        if node.op_type in _NOT_CONSTANT or node.domain not in ("", "ai.onnx"):  # another domain's op is unknown
             return False
         if node.op_type in SHAPE_OPS:
             return all(n == "" or n in shaped for n in node.input)
@@ -305,7 +305,7 @@ class OnnxRunner:
     def _shaped(node: Any, impl: OnnxOp, shape_only: set[str], shaped: set[str]) -> bool:
         """Do `node`'s output shapes follow from the input shapes alone: its inputs' shapes do, the values it reads
         as Python values are constants, and it is no op whose output shape depends on data?"""
-        if node.op_type in _DATA_SHAPED:
+        if node.op_type in _DATA_SHAPED or node.domain not in ("", "ai.onnx"):
             return False
         return all(n == "" or (n in shape_only if i in impl.static else n in shaped) for i, n in enumerate(node.input))
 
