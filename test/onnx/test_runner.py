@@ -9,30 +9,16 @@ import pytest
 
 pytest.importorskip("onnx")
 import onnx
+import onnx_models
 from onnx import TensorProto, helper, numpy_helper
+from onnx_models import info, model, ort_run
 
 from zeptograd import Tensor, TinyJit
-from zeptograd.onnx import OnnxError, OnnxRunner, registry
+from zeptograd.onnx import OnnxError, OnnxRunner
 from zeptograd.onnx.backend import ZeptogradBackend
 
 OPSET = 17
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
-
-
-def info(name: str, elem: int, shape: list | None) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
-def model(nodes: list, inputs: list, outputs: list, inits: list = (), opset: int = OPSET) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8  # what onnxruntime reads
-    return m
-
-
-def ort_run(m: onnx.ModelProto, feeds: dict) -> list:
-    ort = pytest.importorskip("onnxruntime")
-    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
 # refused at construction
@@ -176,35 +162,11 @@ def test_a_path_bytes_and_a_model_proto_all_run(tmp_path):
 
 # shape arithmetic and TinyJit
 
-# ops the test model needs that the op table may lack: test-only stand-ins, registered only while a test runs
-
-
-def _shape(x, *, start=0, end=None):
-    from zeptograd.dtype import dtypes
-
-    return Tensor(list(x.shape)[start:end], dtype=dtypes.int64, device=x.device)
-
-
-def _gather(data, indices, *, axis=0):
-    return data[indices] if axis == 0 else data.movedim(axis, 0)[indices].movedim(0, axis)
-
-
-def _concat(*xs, axis):
-    return Tensor.cat(*xs, dim=axis)
-
-
-def _matmul(a, b):
-    return a @ b
-
 
 @pytest.fixture
 def shape_ops(monkeypatch):
-    """Shape, Gather, Concat, MatMul in the op table for the test (stand-ins only where none is registered)."""
-    stand_ins = {"Shape": (_shape, ()), "Gather": (_gather, ()), "Concat": (_concat, ()), "MatMul": (_matmul, ())}
-    for op, (fn, static) in stand_ins.items():
-        if registry.lookup("", op, OPSET) is None:
-            attributes, _ = registry._attributes(fn)
-            monkeypatch.setitem(registry._OPS, ("", op), [registry.OnnxOp(op, "", 1, fn, static, attributes)])
+    """Shape, Gather, Concat, MatMul in the op table (test-only stand-ins where none is registered)."""
+    onnx_models.install(monkeypatch, OPSET)
 
 
 def _shape_arithmetic_model() -> onnx.ModelProto:
