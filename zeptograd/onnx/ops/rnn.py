@@ -58,13 +58,14 @@ def _activations(
         raise ValueError(f"{kind} with {n_dirs} direction(s) takes {per_dir * n_dirs} activations, got {names}")
     alphas, betas = list(alpha or []), list(beta or [])
     fns = []
-    for name in names:
+    for k, name in enumerate(names):
         if name.lower() not in _ACTIVATIONS:
             raise NotImplementedError(f"activation {name!r} is not supported (known: {sorted(_ACTIVATIONS)})")
         fn, a, b = _ACTIVATIONS[name.lower()]
         a = alphas.pop(0) if a is not None and alphas else a
         b = betas.pop(0) if b is not None and betas else b
-        fns.append(_clipped(fn, a, b, clip))
+        # clip bounds the gates' inputs; LSTM's h acts on the cell state, which is not clipped
+        fns.append(_clipped(fn, a, b, None if kind == "LSTM" and k % per_dir == 2 else clip))
     return [fns[d * per_dir : (d + 1) * per_dir] for d in range(n_dirs)]
 
 
