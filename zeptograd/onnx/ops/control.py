@@ -69,9 +69,8 @@ def loop(trip_count: Any, cond: Any, *initial: Any, body: Any, ctx: Any) -> Any:
     """Loop: run `body(i, cond, *carried) -> (cond, *carried, *scan)` while i < trip_count and cond holds.
 
     Unrolled: the loop-carried values are threaded through the iterations, the scan outputs stacked on a new
-    axis 0. A condition the body computes is read back after each iteration unless it passes its input through."""
-    if trip_count is None and cond is None:
-        raise ValueError("a Loop with neither a trip count nor a condition never ends")
+    axis 0. The condition the body computes is read back after each iteration unless the body passes its input
+    through; it ends the loop even without a condition input, as in onnxruntime."""
     limit = None if trip_count is None else int(_flat(trip_count))
     run, device = ctx.subgraph(body), ctx.runner.device
     n_carried = len(initial)
@@ -86,10 +85,11 @@ def loop(trip_count: Any, cond: Any, *initial: Any, body: Any, ctx: Any) -> Any:
         for values, value in zip(scans, out[1 + n_carried :], strict=True):
             values.append(value)
         i += 1
-        # without a condition input the body's condition is ignored (a for loop); one passed through is unchanged
-        if cond is not None and out[0] is not cond_in:
+        if out[0] is not cond_in:  # a condition passed through is unchanged; a computed one is data
             cond_in = out[0]
             going = _truth(cond_in.tolist())
+        elif limit is None:
+            raise ValueError("a Loop with no trip count whose body passes its condition through never ends")
     results = carried + [_stacked(v, info, device) for v, info in zip(scans, body.output[1 + n_carried :])]
     return tuple(results) if len(results) != 1 else results[0]
 

@@ -141,7 +141,8 @@ def _window(size: Any, periodic: int, output_datatype: int, terms: list[float]) 
     n = int(_scalar(size))
     span = n if periodic else n - 1
     i = np.arange(n, dtype=np.float64)
-    w = sum(c * np.cos(2 * np.pi * j * i / span) for j, c in enumerate(terms)) if span else np.ones(n)
+    with np.errstate(invalid="ignore"):  # a symmetric window of size 1 is 0/0: NaN, as in onnxruntime
+        w = sum(c * np.cos(2 * np.pi * j * i / span) for j, c in enumerate(terms))
     return Tensor(np.asarray(w, np.float64)).cast(onnx_dtype(output_datatype))
 
 
