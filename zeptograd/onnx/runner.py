@@ -116,6 +116,8 @@ class OnnxRunner:
         for value in list(self.inputs) + list(graph.output):
             self._check_type(value)
         self._static_cache: dict[tuple[str, Any], Any] = {}
+        # id(subgraph) -> (the subgraph, kept so its id stays its own; its initializers as Tensors)
+        self._subgraph_initializers: dict[int, tuple[Any, dict[str, Tensor]]] = {}
         self._check_graph(graph, set(self.initializers) | {i.name for i in self.inputs})
 
     # preparation: everything a model needs is checked before anything runs
@@ -234,8 +236,11 @@ class OnnxRunner:
     def _run_graph(self, graph: Any, scope: dict[str, Value], inputs: list[Value]) -> list[Value]:
         """Run a subgraph with `inputs` bound to its inputs, seeing `scope` (the enclosing values)."""
         env = dict(scope)
-        for init in graph.initializer:
-            env[init.name] = tensor_from_proto(init, f"initializer {init.name!r}", self.device)
+        if id(graph) not in self._subgraph_initializers:  # made once: a Loop runs its body many times
+            where = "initializer {!r}"
+            made = {i.name: tensor_from_proto(i, where.format(i.name), self.device) for i in graph.initializer}
+            self._subgraph_initializers[id(graph)] = (graph, made)
+        env.update(self._subgraph_initializers[id(graph)][1])
         for info, value in zip(graph.input, inputs, strict=False):
             env[info.name] = self._as_tensor(value, info.name)
         out = self._run_nodes(graph, env, None)
