@@ -1,3 +1,18 @@
 """The ONNX op table's functions, one module per kind of op; importing this package registers them all."""
 
-from zeptograd.onnx.ops import attention, control, elementwise, indexing, ml, nn, quantize, reduce, rnn, sequence, sequence_models, shape, signal, text  # noqa: F401
+from zeptograd.onnx.ops import (  # noqa: F401
+    attention,
+    control,
+    elementwise,
+    indexing,
+    ml,
+    nn,
+    quantize,
+    reduce,
+    rnn,
+    sequence,
+    sequence_models,
+    shape,
+    signal,
+    text,
+)
