@@ -14,6 +14,9 @@ import onnx.backend.test
 
 from zeptograd.onnx.backend import ZeptogradBackend
 
+# whole models' graphs: the IR round trip of every graph built (conftest) is the IR tests' job
+pytestmark = pytest.mark.no_roundtrip
+
 # pattern (a regular expression on the test name) -> why zeptograd cannot run those cases
 EXCLUDED: dict[str, str] = {
     # the suite
@@ -53,8 +56,10 @@ EXPECTED_FAILURES: dict[str, str] = {
     #
     # convolutions, pooling, normalization, attention, losses, resizing
     #
-    r"test_attention_4d_causal_fp16_cpu$": "float16 rounding: ONNX's reference multiplies the float16 matrices "
-    "in float16 steps; zeptograd accumulates in float32, 2 float16 ulps off at 3 of 192 outputs (rtol 1e-3)",
+    r"test_attention_4d_(causal_fp16(_expanded)?|gqa_with_past_and_present_fp16_expanded)_cpu$": (
+        "float16 rounding: ONNX's reference multiplies the float16 matrices "
+        "in float16 steps; zeptograd accumulates in float32, 1-2 float16 ulps off at 1-3 of 192 outputs (rtol 1e-3)"
+    ),
     #
     # control flow, sequences, recurrent networks, signal processing
     r"^test_dft_inverse(_opset19)?_cpu$": "the expected output is numpy's single-precision ifft, whose imaginary "
@@ -64,8 +69,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     #
     # other ops
     r"^test_image_decoder_": "ImageDecoder: zeptograd decodes no image formats (JPEG, PNG, ...)",
-    r"^test_linear_attention_.*_expanded_cpu$": "LinearAttention's function expansion runs its recurrence in a Scan, "
-    "which zeptograd does not implement yet (the op itself passes every case)",
     r"^test_causal_conv_with_state_silu_fp16_expanded_cpu$": "float16 rounding: the expansion's float16 Conv "
     "(Tensor.conv2d) accumulates in float16, ONNX's reference in float32 rounded once: 1 float16 ulp off at 2 of 64 "
     "outputs (rtol 1e-3); the op itself passes",

@@ -16,6 +16,7 @@ import os
 import statistics
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,10 @@ def export(model: Any, example: np.ndarray, path: str) -> str:
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
-        with torch.no_grad():
+        # torch's own notes on the exporter it is asked for (TorchScript's) and on traced Python branches
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
             torch.onnx.export(
                 model, (torch.from_numpy(example),), path, dynamo=False, input_names=["x"], output_names=["y"],
                 dynamic_axes=axes,
