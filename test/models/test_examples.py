@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from zeptograd.dtype import dtypes
 from zeptograd.examples import symbolic as demo
 from zeptograd.uop import Ops, UOp
@@ -64,3 +66,16 @@ def test_digits_main_job_reaches_97_percent():
     assert last.startswith("test accuracy: 0.") and last.endswith(" s)")
     assert float(last.split()[2]) >= 0.97
     assert "loss=" in run.stderr  # the tqdm progress bar shows the loss
+
+
+def test_onnx_resnet_example_matches_onnxruntime():
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("torch")
+    out = subprocess.run(
+        [sys.executable, "-m", "zeptograd.examples.onnx_resnet", "--size", "64", "--runs", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "matches onnxruntime: yes" in out
+    assert "zeptograd " in out and "onnxruntime " in out and "ms per call" in out
