@@ -82,7 +82,8 @@ def from_numpy(array: np.ndarray, dt: DType | None = None, device: str | None = 
     if dt in NARROW_FLOATS:
         # every bfloat16 and fp8 value is a float32 exactly: it goes in as float32 and rounds back exactly
         return Tensor(array.astype(np.float32), dtype=dt, device=device).realize()
-    return Tensor(np.ascontiguousarray(array), dtype=dt, device=device).realize()
+    # np.ascontiguousarray would make a 0-d array 1-d
+    return Tensor(np.require(array, requirements="C"), dtype=dt, device=device).realize()
 
 
 def _ml_dtype(dt: np.dtype) -> DType | None:
