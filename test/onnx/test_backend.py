@@ -57,6 +57,10 @@ EXPECTED_FAILURES: dict[str, str] = {
     ),
     #
     # control flow, sequences, recurrent networks, signal processing
+    r"^test_dft_inverse(_opset19)?_cpu$": "the expected output is numpy's single-precision ifft, whose imaginary "
+    "parts at the Nyquist bin are 1.9e-7 (its own rounding; exactly 0 for this input) where the case allows 1e-7",
+    r"^test_loop16_seq_none_cpu$": "onnx's output comparison calls len() on each tensor of a sequence output and "
+    "this case's sequence holds a 0-d tensor (TypeError in onnx.backend.test.runner for any backend)",
     #
 }
 

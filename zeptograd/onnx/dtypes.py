@@ -78,7 +78,7 @@ def from_numpy(array: np.ndarray, dt: DType | None = None, device: str | None = 
     """A Tensor of `array`'s values; bfloat16 and fp8 arrays (ml_dtypes, as onnx hands them out) keep their dtype."""
     array = np.asarray(array)
     if dt is None:
-        dt = _ml_dtype(array.dtype)
+        dt = ml_dtype(array.dtype)
     if dt in NARROW_FLOATS:
         # every bfloat16 and fp8 value is a float32 exactly: it goes in as float32 and rounds back exactly
         return Tensor(array.astype(np.float32), dtype=dt, device=device).realize()
@@ -86,7 +86,7 @@ def from_numpy(array: np.ndarray, dt: DType | None = None, device: str | None = 
     return Tensor(np.require(array, requirements="C"), dtype=dt, device=device).realize()
 
 
-def _ml_dtype(dt: np.dtype) -> DType | None:
+def ml_dtype(dt: np.dtype) -> DType | None:
     """The narrow float dtype of an ml_dtypes array, or None for numpy's own dtypes."""
     return {"bfloat16": dtypes.bfloat16, "float8_e4m3fn": dtypes.fp8e4m3, "float8_e5m2": dtypes.fp8e5m2}.get(dt.name)
 
