@@ -28,6 +28,7 @@ from zeptograd.mixin.creation import CreationMixin
 from zeptograd.mixin.elementwise import ElementwiseMixin
 from zeptograd.mixin.functional import FunctionalMixin
 from zeptograd.mixin.indexing import IndexingMixin
+from zeptograd.mixin.interop import InteropMixin
 from zeptograd.mixin.movement import MovementMixin
 from zeptograd.mixin.nn import NNMixin
 from zeptograd.mixin.reduce import ReduceMixin
@@ -292,6 +293,7 @@ class Tensor(
     CreationMixin,
     FunctionalMixin,
     NNMixin,
+    InteropMixin,
     metaclass=_TensorType,
 ):
     """A lazy n-dimensional array on a device.

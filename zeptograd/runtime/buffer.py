@@ -8,6 +8,10 @@ on first use and dropped (its memory back to the pool) when no graph holds the n
 be a window of a larger base Buffer: the memory planner (engine/memory.py) lays a schedule's intermediates out
 that way. `GlobalCounters.mem_used` counts the bytes of allocations in use (a window counts nothing: its base
 does), `GlobalCounters.mem_peak` the most in use since `GlobalCounters.reset()`.
+
+Memory shared with other libraries (DLPack, runtime/dlpack.py): a Buffer lent out is kept alive by what it was lent
+through until the borrower lets go, so its allocation reaches the pool only then; a Buffer over borrowed memory
+(`Buffer.over`) keeps its lender's array alive and gives nothing to the pool.
 """
 
 from __future__ import annotations
@@ -119,6 +123,29 @@ class Buffer:
             self.array()
         return self
 
+    @classmethod
+    def over(cls, device: str, dtype: DType, memory: np.ndarray) -> Buffer:
+        """A buffer of `device` (one whose memory is host memory) in the C-contiguous numpy array `memory`, not a copy
+        of it: memory lent by another library, which the buffer keeps alive (through the array's `.base`) and never
+        gives to the pool.
+
+        >>> import numpy as np
+        >>> from zeptograd.dtype import dtypes
+        >>> memory = np.arange(3, dtype=np.int32)
+        >>> buf = Buffer.over("CPU", dtypes.int32, memory)
+        >>> memory[0] = 7
+        >>> buf.numpy().tolist(), buf.address == memory.ctypes.data
+        ([7, 1, 2], True)
+        """
+        if device in DEVICE_MEMORY:
+            raise ValueError(f"Buffer.over: {device} keeps buffers in its own memory, not in host arrays")
+        if memory.dtype != np_dtype(dtype) or not memory.flags.c_contiguous:
+            raise ValueError(f"Buffer.over: needs a C-contiguous {np_dtype(dtype)} array, got {memory.dtype}")
+        buf = cls(device, memory.size, dtype)
+        buf._array = memory.reshape(-1)
+        buf.address = memory.ctypes.data
+        return buf
+
     def place(self, base: Buffer, offset: int) -> None:
         """Make this buffer bytes `offset .. offset + nbytes` of `base` (before it is allocated)."""
         if self.allocated:
@@ -199,6 +226,15 @@ def _dropper(key: int) -> Callable[[weakref.ref], None]:
             del _buffers[key]
 
     return drop
+
+
+def adopt(u: UOp, buf: Buffer) -> None:
+    """Make `buf` the Buffer of BUFFER node `u` (which has none yet): memory made elsewhere, as `Buffer.over`'s."""
+    if u.op is not Ops.BUFFER or (u.arg[1], u.arg[2], u.dtype) != (buf.device, buf.size, buf.dtype):
+        raise ValueError(f"adopt: {buf!r} cannot be the buffer of {u.op.name} {u.arg} {u.dtype!r}")
+    if (entry := _buffers.get(id(u))) is not None and entry[1]() is u:
+        raise ValueError(f"adopt: BUFFER {u.arg} has a Buffer already")
+    _buffers[id(u)] = (buf, weakref.ref(u, _dropper(id(u))))
 
 
 def buffer_for(u: UOp) -> Buffer:
