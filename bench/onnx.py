@@ -22,12 +22,15 @@ import time
 import numpy as np
 
 os.environ.setdefault("ZEPTOGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="zeptograd-bench-"))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# run as a script, this file's folder comes first on the path, where `import onnx` (torch's exporter) would find
+# this file instead of the onnx package
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [os.path.join(_here, ".."), *(p for p in sys.path if os.path.abspath(p or os.curdir) != _here)]
 
-import torch
+import torch  # noqa: E402
 
-from zeptograd.examples.onnx_resnet import export, onnxruntime_session, timed, zeptograd_session
-from zeptograd.examples.torch_models import torch_encoder, torch_resnet
+from zeptograd.examples.onnx_resnet import export, onnxruntime_session, timed, zeptograd_session  # noqa: E402
+from zeptograd.examples.torch_models import torch_encoder, torch_resnet  # noqa: E402
 
 
 def models(quick: bool) -> dict[str, tuple[torch.nn.Module, tuple[int, ...]]]:

@@ -32,11 +32,17 @@ def export(model: Any, example: np.ndarray, path: str) -> str:
 
     model.eval()
     axes = {"x": {0: "batch"}, "y": {0: "batch"}}
-    with torch.no_grad():
-        torch.onnx.export(
-            model, (torch.from_numpy(example),), path, dynamo=False, input_names=["x"], output_names=["y"],
-            dynamic_axes=axes,
-        )  # fmt: skip
+    # torch's fused inference path of a TransformerEncoderLayer is one op that the exporter cannot write
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with torch.no_grad():
+            torch.onnx.export(
+                model, (torch.from_numpy(example),), path, dynamo=False, input_names=["x"], output_names=["y"],
+                dynamic_axes=axes,
+            )  # fmt: skip
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
     return path
 
 
