@@ -103,10 +103,13 @@ def conv_axes(outs: list[UOp], reds: list[UOp], reads: list[Read], vector: int) 
     """(m, n) of a convolution (several reduce axes) whose weight (the read depending on the fewest output axes)
     is contiguous along an output axis n of whole vectors, its output channels (a weight copied channels-last).
     m is the innermost output axis the weight ignores and the input reads (its columns): each input value is
-    broadcast to a vector of channels, whatever the image's width and however the input lies."""
-    if len(reds) < 2 or len(reads) < 2:
+    broadcast to a vector of channels, whatever the image's width and however the input lies. A read that no
+    output axis indexes (a per-channel bias or scale of the input, fused into the kernel) is the same for every
+    output: it is neither operand."""
+    operands = [x for x in reads if any(r in x.loops for r in outs)]
+    if len(reds) < 2 or len(operands) < 2:
         return None
-    weight = min(reads, key=lambda x: (sum(r in x.loops for r in outs), x.nbytes))
+    weight = min(operands, key=lambda x: (sum(r in x.loops for r in outs), x.nbytes))
     n = next((i for i, r in enumerate(outs) if _contiguous_in_panels(weight.address, r, vector)), None)
     if n is None or outs[n].src[0].arg % vector:
         return None
