@@ -446,6 +446,23 @@ def test_a_value_of_the_input_channel_fused_into_a_convolution_keeps_its_tile(la
     np.testing.assert_allclose(run_last_plan(t, opts), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_a_one_by_one_convolution_tiles_vectors_of_its_output_channels(lanes):
+    """A 1x1 convolution has one reduce axis (its input channels) and writes NCHW, where its output channels are not
+    contiguous: its tile is still vectors of output channels (from its channels-last weight) by columns, not one
+    vector accumulator. The values are numpy's."""
+    x, w = _inputs((1, 64, 14, 14), (128, 64, 1, 1), seed=47)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize())
+    ast = create_schedule([t.uop], ["CPU"], device_facts)[0][-1].ast
+    assert len(reduce_axes(ast)) == 1
+    opts = hand_coded_opts(ast, Device["CPU"].renderer, lanes)
+    upcasts = {o.axis: o.amount for o in opts if o.op is OptOps.UPCAST}
+    sizes = [r.src[0].arg for r in output_axes(ast)]
+    channels = sizes.index(128)
+    assert len(upcasts) >= 2 and upcasts[channels] % lanes == 0, opts
+    np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 0, 1), rtol=1e-4, atol=1e-4)
+
+
 def test_a_convolution_tile_fits_sixteen_vector_registers(monkeypatch):
     """With 8-lane vectors (AVX2: 16 vector registers) a convolution whose 2-vector weight panel overflows L1 keeps
     the tile of 4 columns by 2 vectors of output channels (8 accumulators), not AVX-512's 4 by 4 (16 accumulators

@@ -530,7 +530,14 @@ def _cpu_opts(ast: UOp, vectors: Renderer | None, float_lanes: int | None, rende
         family = vector_family(vectors, accumulator_dtype(ast), float_lanes)
         vector = _lanes(vectors, accumulator_dtype(ast), float_lanes)
         vector = vector if vector >= 2 else SCALAR_LANES
-        mm = conv_axes(outs, reds, reads, vector) or matmul_axes(outs, reads, out_index)
+        # a 1x1 convolution (one reduce axis) into NCHW: its channels-last weight is contiguous along the output
+        # channels, which are not contiguous in the output, so before n is taken where only the output is
+        mm = (
+            conv_axes(outs, reds, reads, vector)
+            or matmul_axes(outs, reads, out_index, by_output=False)
+            or conv_axes(outs, reds, reads, vector, min_reduces=1)
+            or matmul_axes(outs, reads, out_index)
+        )
     if dot is not None:
         ast = _dot_tile(ast, opts, dot, lanes)
     elif mm is not None:
