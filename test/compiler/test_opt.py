@@ -463,6 +463,26 @@ def test_a_one_by_one_convolution_tiles_vectors_of_its_output_channels(lanes):
     np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 0, 1), rtol=1e-4, atol=1e-4)
 
 
+def test_a_narrow_convolution_pads_an_odd_number_of_rows(monkeypatch):
+    """A convolution whose weight panel overflows L1 tiles one vector of output channels by columns and by rows of
+    the output (each weight vector then serves them all); a 7 x 7 map's 7 rows are padded to 8 for 4 rows of the 7
+    columns, not left at one row. The values are numpy's, on the CPU and on the PYTHON device."""
+    from zeptograd.schedule import layout
+
+    monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    x, w = _inputs((1, 32, 7, 7), (64, 32, 3, 3), seed=48)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+    ast = create_schedule([t.uop], ["CPU"], device_facts)[0][-1].ast
+    # a 36 KiB panel of 32 output channels overflows 8 KiB; 64 channels' 72 KiB is over a quarter of 64 KiB of L2
+    opts = hand_coded_opts(ast, _cpu_renderer(l1_bytes=8 << 10, l2_bytes=64 << 10), 16)
+    sizes = [r.src[0].arg for r in output_axes(ast)]
+    rows = next(i for i, r in enumerate(output_axes(ast)) if r.src[0].arg == 7 and i != len(sizes) - 1)
+    assert Opt(OptOps.PADTO, rows, 2) in opts, opts
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [4, 7, 16], opts
+    for device in ("CPU", "PYTHON"):
+        np.testing.assert_allclose(run_last_plan(t, opts, device), _conv_oracle(x, w, 1, 1), rtol=1e-4, atol=1e-4)
+
+
 def test_a_convolution_tile_fits_sixteen_vector_registers(monkeypatch):
     """With 8-lane vectors (AVX2: 16 vector registers) a convolution whose 2-vector weight panel overflows L1 keeps
     the tile of 4 columns by 2 vectors of output channels (8 accumulators), not AVX-512's 4 by 4 (16 accumulators
