@@ -216,8 +216,7 @@ def _stored_for_broadcast(u: UOp, consumers: dict[UOp, list[UOp]], realized: dic
     (a relu, a bias add) is where the reduction reads it through a PAD: a convolution's padding or its overlapping
     windows (`_overlapping_windows` pads its rows), where each tap reads it again at other indices, gated, a lane
     at a time: the kernel recomputes it for every tap and every tile of output channels, and its lanes are packed
-    into vectors for the ops where a stored value is one broadcast load (a 3 x 3 convolution of a fused relu ran
-    at about half the speed of one of the stored relu)."""
+    into vectors for the ops where a stored value is one broadcast load (docs/performance.md has the figures)."""
     if u.op not in _ELEMENTWISE:
         return False
     if _compute_cost(u, realized, BROADCAST_MIN_COST) >= BROADCAST_MIN_COST:

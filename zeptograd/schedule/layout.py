@@ -216,9 +216,8 @@ def _channels_last(padded: UOp, groups: int, cout: int, facts: LayoutFacts) -> b
 def _weight_channels_last(padded: UOp, groups: int, cout: int, facts: LayoutFacts) -> bool:
     """Does a convolution read its weight from a channels-last copy? Every one that reads channels-last copies
     (`_channels_last`), and a dense one with enough output channels over fewer input channels (an RGB image's 3):
-    its tile is then vectors of output channels by columns, as a wide one's, while its input, too narrow for
-    channels-last, is read NCHW (a 7 x 7 stride-2 convolution of 3 channels into 64 on 224 x 224 ran at a fifth of
-    the speed with the weight as it lies, its tile 4 x 4 scalars)."""
+    its tile is then vectors of output channels by columns, as a wide one's (with the weight as it lies it was
+    4 x 4 scalars), while its input, too narrow for channels-last, is read NCHW."""
     if _channels_last(padded, groups, cout, facts):
         return True
     return facts.vector_layouts and groups == 1 and cout >= CHANNELS_LAST_MIN and _large(padded)
