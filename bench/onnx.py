@@ -2,6 +2,7 @@
 
     python bench/onnx.py            # ResNet-50 (224 x 224) and a BERT-base-sized encoder (128 tokens), batch 1 and 16
     python bench/onnx.py --quick    # small sizes: a smoke test
+    python bench/onnx.py --models bert --batches 1
 
 Needs the test extra (onnx, onnxruntime, torch). Each model is built in torch with random weights
 (zeptograd/examples/torch_models.py) and exported to ONNX; zeptograd runs the file with OnnxRunner under TinyJit,
@@ -49,12 +50,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small models: a smoke test")
     parser.add_argument("--batches", default="1,16", help="comma-separated batch sizes")
     parser.add_argument("--runs", type=int, default=10, help="timed calls of each library")
+    parser.add_argument("--models", default="resnet50,bert", help="comma-separated models (resnet50, bert)")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
+    wanted = args.models.split(",")
     folder = tempfile.mkdtemp(prefix="zeptograd-onnx-")
     print("| model | batch | zeptograd | onnxruntime | items/s | ratio | largest difference | first call |")
     print("|---|---|---|---|---|---|---|---|")
     for name, (model, item) in models(args.quick).items():
+        if name not in wanted:
+            continue
         rng = np.random.default_rng(0)
         path = export(model, rng.standard_normal((1, *item)).astype(np.float32), os.path.join(folder, f"{name}.onnx"))
         for batch in batches:

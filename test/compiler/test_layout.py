@@ -3,11 +3,14 @@ renderer's facts, never by the Tensor front end. Values are torch's or numpy's w
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from zeptograd import Device, Tensor
 from zeptograd.codegen.heuristic import hand_coded_opts
+from zeptograd.codegen.opt import OptOps
 from zeptograd.engine import realize as engine
 from zeptograd.engine.facts import layout_facts
 from zeptograd.renderer.cstyle import CRenderer
@@ -156,5 +159,29 @@ def test_a_small_convolution_read_in_place_copies_its_weight(in_place: bool, ker
     items, _ = create_schedule([out.uop], ["CPU"], engine.device_facts)
     assert len(items) == kernels, [item.ast.arg for item in items]
     want = torch.nn.functional.conv2d(torch.tensor(xs), torch.tensor(ws), padding=1).numpy()
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+    engine._schedules.clear()
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_convolution_of_few_input_channels_reads_its_weight_channels_last(in_place: bool, monkeypatch) -> None:
+    """An image's first convolution (3 channels into 32, 7 x 7, stride 2): too narrow for a channels-last input, it
+    still reads its weight from a channels-last copy, so its kernel's tile is vectors of output channels by columns
+    (two upcasts, one of them a whole vector of channels), its input padded NCHW. The values are torch's."""
+    torch = pytest.importorskip("torch")
+    facts = LayoutFacts(vector_layouts=True, float_lanes=16, reads_padded_in_place=in_place, tensor_cores=())
+    _facts(monkeypatch, facts)
+    xs, ws = _randn((1, 3, 250, 250), 19), _randn((32, 3, 7, 7), 20)
+    out = Tensor(xs).realize().conv2d(Tensor(ws).realize(), stride=2, padding=3)
+    items, _ = create_schedule([out.uop], ["CPU"], engine.device_facts)
+    # the weight's channels-last copy (3 x 7 x 7 rows of 32 channels, each padded to an odd number of cache lines),
+    # the input's padded copy, the convolution reading both
+    assert len(items) == 3, [item.ast.arg for item in items]
+    assert {item.bufs[0] for item in items[:2]} == set(items[-1].bufs[1:])
+    assert sorted(math.prod(b.shape) for b in items[-1].bufs[1:]) == [(3 * 7 * 7) * (32 + 16), 3 * 256 * 256]
+    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer, 16)
+    upcasts = sorted(o.amount for o in opts if o.op is OptOps.UPCAST)
+    assert len(upcasts) == 2 and upcasts[-1] % 16 == 0, opts
+    want = torch.nn.functional.conv2d(torch.tensor(xs), torch.tensor(ws), stride=2, padding=3).numpy()
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
     engine._schedules.clear()

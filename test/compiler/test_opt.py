@@ -23,6 +23,7 @@ import pytest
 from zeptograd import Context, Device, Tensor
 from zeptograd.codegen import get_program
 from zeptograd.codegen.heuristic import hand_coded_opts
+from zeptograd.codegen.kernel_shape import global_reads
 from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import KernelInfo, Opt, OptError, OptOps, apply_opts, output_axes, reduce_axes
 from zeptograd.dtype import dtypes
@@ -426,6 +427,62 @@ def test_a_convolution_reads_its_input_where_it_lies(pad, stride, monkeypatch):
         np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_a_value_of_the_input_channel_fused_into_a_convolution_keeps_its_tile(lanes):
+    """A per-channel bias added to a convolution's input (an ONNX model's folded BatchNorm before a relu) fuses
+    into the convolution as a read indexed by the input channel alone: it is neither the weight nor the input, and
+    the plan is the one of the convolution of the relu alone (the register tile of columns by vectors of output
+    channels). The values are numpy's."""
+    x, w, b = _inputs((1, 16, 8, 32), (64, 16, 2, 2), (16,), seed=46)
+    t = (Tensor(x).realize() + Tensor(b).realize().reshape(1, -1, 1, 1)).relu().conv2d(Tensor(w).realize(), stride=2)
+    ast = create_schedule([t.uop], ["CPU"], device_facts)[0][-1].ast
+    assert any(len(r.loops) and not any(o in r.loops for o in output_axes(ast)) for r in global_reads(ast))
+    alone = Tensor(x).realize().relu().conv2d(Tensor(w).realize(), stride=2)
+    alone_ast = create_schedule([alone.uop], ["CPU"], device_facts)[0][-1].ast
+    opts = hand_coded_opts(ast, Device["CPU"].renderer, lanes)
+    assert opts == hand_coded_opts(alone_ast, Device["CPU"].renderer, lanes), opts
+    assert len([o for o in opts if o.op is OptOps.UPCAST]) == 2, opts
+    want = _conv_oracle(np.maximum(x + b.reshape(1, -1, 1, 1), 0), w, 0, 2)
+    np.testing.assert_allclose(run_last_plan(t, opts), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_a_one_by_one_convolution_tiles_vectors_of_its_output_channels(lanes):
+    """A 1x1 convolution has one reduce axis (its input channels) and writes NCHW, where its output channels are not
+    contiguous: its tile is still vectors of output channels (from its channels-last weight) by columns, not one
+    vector accumulator. The values are numpy's."""
+    x, w = _inputs((1, 64, 14, 14), (128, 64, 1, 1), seed=47)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize())
+    ast = create_schedule([t.uop], ["CPU"], device_facts)[0][-1].ast
+    assert len(reduce_axes(ast)) == 1
+    opts = hand_coded_opts(ast, Device["CPU"].renderer, lanes)
+    upcasts = {o.axis: o.amount for o in opts if o.op is OptOps.UPCAST}
+    sizes = [r.src[0].arg for r in output_axes(ast)]
+    channels = sizes.index(128)
+    assert len(upcasts) >= 2 and upcasts[channels] % lanes == 0, opts
+    np.testing.assert_allclose(run_last_plan(t, opts), _conv_oracle(x, w, 0, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_a_narrow_convolution_pads_an_odd_number_of_rows(monkeypatch):
+    """A convolution whose weight panel overflows L1 tiles one vector of output channels by columns and by rows of
+    the output (each weight vector then serves them all); a 7 x 7 map's 7 rows are padded to 8 for 4 rows of the 7
+    columns, not left at one row. The values are numpy's, on the CPU and on the PYTHON device."""
+    from zeptograd.schedule import layout
+
+    monkeypatch.setattr(layout, "PAD_COPY_MIN", 0)  # a small input takes the large one's path too
+    x, w = _inputs((1, 32, 7, 7), (64, 32, 3, 3), seed=48)
+    t = Tensor(x).realize().conv2d(Tensor(w).realize(), padding=1)
+    ast = create_schedule([t.uop], ["CPU"], device_facts)[0][-1].ast
+    # a 36 KiB panel of 32 output channels overflows 8 KiB; 64 channels' 72 KiB is over a quarter of 64 KiB of L2
+    opts = hand_coded_opts(ast, _cpu_renderer(l1_bytes=8 << 10, l2_bytes=64 << 10), 16)
+    sizes = [r.src[0].arg for r in output_axes(ast)]
+    rows = next(i for i, r in enumerate(output_axes(ast)) if r.src[0].arg == 7 and i != len(sizes) - 1)
+    assert Opt(OptOps.PADTO, rows, 2) in opts, opts
+    assert sorted(o.amount for o in opts if o.op is OptOps.UPCAST) == [4, 7, 16], opts
+    for device in ("CPU", "PYTHON"):
+        np.testing.assert_allclose(run_last_plan(t, opts, device), _conv_oracle(x, w, 1, 1), rtol=1e-4, atol=1e-4)
+
+
 def test_a_convolution_tile_fits_sixteen_vector_registers(monkeypatch):
     """With 8-lane vectors (AVX2: 16 vector registers) a convolution whose 2-vector weight panel overflows L1 keeps
     the tile of 4 columns by 2 vectors of output channels (8 accumulators), not AVX-512's 4 by 4 (16 accumulators
@@ -663,6 +720,7 @@ def test_avx2_width_when_avx512_is_turned_off(tmp_path):
 import numpy as np
 from zeptograd import Device, Tensor
 from zeptograd.codegen.heuristic import hand_coded_opts
+from zeptograd.codegen.kernel_shape import global_reads
 from zeptograd.codegen.lowering import _any_lane
 from zeptograd.codegen.opt import Opt, OptOps
 from zeptograd.dtype import dtypes

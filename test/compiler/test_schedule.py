@@ -554,6 +554,33 @@ def test_masked_gradient_broadcast_into_a_matmul_is_stored_once(device: str, mon
     close(small.T @ tx[:, :4], want[:, :4])
 
 
+@pytest.mark.parametrize("k, pad", [(3, 1), (3, 0), (1, 0)])
+def test_a_cheap_value_a_convolution_reads_through_its_windows_is_stored_first(k: int, pad: int, monkeypatch):
+    # relu(conv(x) + b) read by a 3x3 convolution (an ONNX model's folded BatchNorm, then relu): through its padding
+    # or its overlapping windows each tap reads the value again, gated, so the kernel would recompute it for every
+    # tap and tile of output channels: stored first, though it costs fewer ops than BROADCAST_MIN_COST. A 1x1
+    # convolution reads it once per tile of channels, as a matmul: it stays fused there. (Small sizes: the rule's
+    # floor on the reduction's size is lifted.)
+    from zeptograd.schedule import kernelize
+
+    monkeypatch.setattr(kernelize, "BROADCAST_MIN_WORK", 0)
+    (x, tx), (w, tw), (b, tb), (v, tv) = inputs("CPU", (1, 4, 6, 6), (8, 4, 3, 3), (8,), (8, 8, k, k), seed=5)
+    hidden = tx.conv2d(tw, tb, padding=1).relu()
+    out = hidden.conv2d(tv, padding=pad)
+    items, _ = create_schedule([out.uop], ["CPU"], device_facts)
+    last = items[-1].ast
+    assert any(u.op is Ops.REDUCE for u in last.toposort())
+    assert any(u.op is Ops.MAX for u in last.toposort()) == (k == 1)  # the relu recomputed in the last kernel
+
+    def conv(a: np.ndarray, f: np.ndarray, p: int) -> np.ndarray:
+        a = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+        windows = np.lib.stride_tricks.sliding_window_view(a, f.shape[2:], (2, 3))
+        return np.einsum("ncyxij,ocij->noyx", windows, f)
+
+    want = conv(np.maximum(conv(x, w, 1) + b.reshape(1, -1, 1, 1), 0), v, pad)
+    close(out, want, rtol=1e-4, atol=1e-4)
+
+
 def test_a_gather_from_a_large_table_stays_one_kernel():
     # t[idx] is a one-hot sum whose reduction folds away (codegen/closedform.py): its index, normalized by a few
     # ops and broadcast over the table, is not a matmul operand and is not stored first

@@ -512,3 +512,61 @@ def test_live_buffers_stay_flat_over_many_calls(jit):
     for _ in range(2000):
         run(Tensor(batch))  # a new input each step (one reused would accumulate its own .grad graph)
     assert _live() == start
+
+
+# *** kernels of state alone (a weight's layout copy) run once, until the state changes ***
+
+
+def _panelled(rng: np.random.Generator) -> tuple[np.ndarray, Tensor]:
+    # a (256, 1024) right operand of a large enough matmul is read from panels on the CPU: a copy of w alone
+    w = rng.standard_normal((256, 1024)).astype(np.float32)
+    return w, Tensor(w).realize()
+
+
+def test_a_kernel_of_unchanged_state_alone_is_not_replayed():
+    rng = np.random.default_rng(70)
+    w, tw = _panelled(rng)
+    f = TinyJit(lambda x: (x @ tw).relu())
+    for _ in range(4):
+        x = rng.standard_normal((8, 256)).astype(np.float32)
+        np.testing.assert_allclose(f(Tensor(x)).numpy(), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
+    GlobalCounters.reset()
+    f(Tensor(x)).numpy()
+    # the matmul alone: the panels of w were made by the capture and stay valid
+    assert GlobalCounters.kernel_count == f.kernel_count == 1
+
+
+@pytest.mark.parametrize("how", ["assign", "copy in", "another jit's step"])
+def test_a_hoisted_kernel_runs_again_when_its_state_is_written(how: str):
+    rng = np.random.default_rng(71)
+    w, tw = _panelled(rng)
+    f = TinyJit(lambda x: x @ tw)
+    x = rng.standard_normal((8, 256)).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(f(Tensor(x)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    if how == "assign":
+        tw.assign(tw * 2 - 1).realize()
+        w = w * 2 - 1
+    elif how == "copy in":
+        w = rng.standard_normal(w.shape).astype(np.float32)
+        tw.assign(Tensor(w)).realize()
+    else:
+        step = TinyJit(lambda g: tw.assign(tw - g).realize())
+        for _ in range(3):
+            g = rng.standard_normal(w.shape).astype(np.float32)
+            step(Tensor(g))
+            w = w - g
+    for _ in range(2):
+        np.testing.assert_allclose(f(Tensor(x)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_state_in_memory_another_library_writes_is_never_hoisted():
+    rng = np.random.default_rng(72)
+    w = rng.standard_normal((256, 1024)).astype(np.float32)
+    tw = Tensor.from_numpy(w, copy=False)  # zeptograd reads w's own memory
+    f = TinyJit(lambda x: x @ tw)
+    x = rng.standard_normal((8, 256)).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(f(Tensor(x)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    w *= 3  # written by numpy: no count of zeptograd's sees it
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), x @ w, rtol=1e-4, atol=1e-4)

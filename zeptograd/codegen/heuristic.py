@@ -237,6 +237,9 @@ def _six_tile(ast: UOp, m: int, cols: int, third: UOp | None, by: int) -> tuple[
     return new, plan
 
 
+ODD_ROWS_MIN = 7  # the fewest rows padded by one for the narrow tile: at most a seventh more work
+
+
 def _register_tile(
     ast: UOp,
     opts: list[Opt],
@@ -273,6 +276,13 @@ def _register_tile(
     weight_rows = False
     if narrow and not broad and third is None:
         third = weight_row_axis(outs, reads, rm, rn)
+        odd = weight_row_axis(outs, reads, rm, rn, even=False) if third is None else None
+        if odd is not None and odd.src[0].arg >= ODD_ROWS_MIN:
+            # an odd number of rows (a 7 x 7 map's, batch 1): padded by one, so that rows of the tile share each
+            # weight vector instead of a single row of columns
+            planned = len(opts)
+            ast = _try(ast, opts, Opt(OptOps.PADTO, _axis(ast, odd), 2))
+            third = output_axes(ast)[_axis(ast, odd)] if len(opts) > planned else None
         weight_rows = third is not None
     several = an == 2 * vector or (wide is not None and an == wide)  # vectors of n a row: rows of m for them
     # the most rows that divide m within the budget (7 for 14, not 2: a Winograd convolution's tile columns)
@@ -530,7 +540,14 @@ def _cpu_opts(ast: UOp, vectors: Renderer | None, float_lanes: int | None, rende
         family = vector_family(vectors, accumulator_dtype(ast), float_lanes)
         vector = _lanes(vectors, accumulator_dtype(ast), float_lanes)
         vector = vector if vector >= 2 else SCALAR_LANES
-        mm = conv_axes(outs, reds, reads, vector) or matmul_axes(outs, reads, out_index)
+        # a 1x1 convolution (one reduce axis) into NCHW: its channels-last weight is contiguous along the output
+        # channels, which are not contiguous in the output, so before n is taken where only the output is
+        mm = (
+            conv_axes(outs, reds, reads, vector)
+            or matmul_axes(outs, reads, out_index, by_output=False)
+            or conv_axes(outs, reds, reads, vector, min_reduces=1)
+            or matmul_axes(outs, reads, out_index)
+        )
     if dot is not None:
         ast = _dot_tile(ast, opts, dot, lanes)
     elif mm is not None:

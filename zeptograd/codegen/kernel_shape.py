@@ -73,10 +73,10 @@ def lanes_pay(x: Read, r: UOp) -> bool:
     return address_stride(x.address, r) in (1, 2) or (x.gate_loops is not None and r not in x.gate_loops)
 
 
-def matmul_axes(outs: list[UOp], reads: list[Read], out_index: UOp) -> tuple[int, int] | None:
+def matmul_axes(outs: list[UOp], reads: list[Read], out_index: UOp, by_output: bool = True) -> tuple[int, int] | None:
     """(m, n): output axes such that one read (B) ignores m and another (A) ignores n. Preferably n is contiguous
     in B (its lanes are one vector load) and in the output (its tile is stored a vector at a time); else n
-    contiguous in B; else n contiguous in the output."""
+    contiguous in B; else (where `by_output`) n contiguous in the output."""
     if len(outs) < 2 or len(reads) < 2:
         return None
     pairs = [(m, n) for n in range(len(outs)) for m in range(len(outs) - 1, -1, -1) if m != n]
@@ -88,6 +88,8 @@ def matmul_axes(outs: list[UOp], reads: list[Read], out_index: UOp) -> tuple[int
             b_contiguous = any(rm not in x.loops and address_stride(x.address, rn) == 1 for x in reads)
             if b_contiguous and any(rn not in x.loops and rm in x.loops for x in reads):
                 return m, n
+    if not by_output:
+        return None
     for m, n in pairs:
         rm, rn = outs[m], outs[n]
         if address_stride(out_index, rn) != 1:
@@ -99,14 +101,19 @@ def matmul_axes(outs: list[UOp], reads: list[Read], out_index: UOp) -> tuple[int
     return None
 
 
-def conv_axes(outs: list[UOp], reds: list[UOp], reads: list[Read], vector: int) -> tuple[int, int] | None:
-    """(m, n) of a convolution (several reduce axes) whose weight (the read depending on the fewest output axes)
-    is contiguous along an output axis n of whole vectors, its output channels (a weight copied channels-last).
-    m is the innermost output axis the weight ignores and the input reads (its columns): each input value is
-    broadcast to a vector of channels, whatever the image's width and however the input lies."""
-    if len(reds) < 2 or len(reads) < 2:
+def conv_axes(
+    outs: list[UOp], reds: list[UOp], reads: list[Read], vector: int, min_reduces: int = 2
+) -> tuple[int, int] | None:
+    """(m, n) of a convolution (several reduce axes; `min_reduces` 1: a 1x1 convolution, whose only one is its
+    input channels) whose weight (the read depending on the fewest output axes) is contiguous along an output axis
+    n of whole vectors, its output channels (a weight copied channels-last). m is the innermost output axis the
+    weight ignores and the input reads (its columns): each input value is broadcast to a vector of channels,
+    whatever the image's width and however the input lies. A read that no output axis indexes (a per-channel bias
+    or scale of the input, fused into the kernel) is the same for every output: it is neither operand."""
+    operands = [x for x in reads if any(r in x.loops for r in outs)]
+    if len(reds) < min_reduces or len(operands) < 2:
         return None
-    weight = min(reads, key=lambda x: (sum(r in x.loops for r in outs), x.nbytes))
+    weight = min(operands, key=lambda x: (sum(r in x.loops for r in outs), x.nbytes))
     n = next((i for i, r in enumerate(outs) if _contiguous_in_panels(weight.address, r, vector)), None)
     if n is None or outs[n].src[0].arg % vector:
         return None

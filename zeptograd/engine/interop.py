@@ -126,6 +126,7 @@ def _strided(t: Tensor) -> tuple[Buffer, np.ndarray] | None:
     if u.op is not Ops.BUFFER:
         return None
     buf = buffer_for(u)
+    buf.shared = True  # its memory goes to another library, whose writes into it zeptograd does not see
     arr: np.ndarray | None = buf.array()
     for node in reversed(chain):
         if not _ints(node.arg) or arr is None:

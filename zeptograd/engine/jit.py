@@ -19,6 +19,11 @@ What a replay does, in order:
    output buffers into the launch list, and run it: each run of consecutive kernels compiled for the host's
    CPU (the CPU and LLVM devices) as one call into C (`cpu_threads.LaunchList`), the rest one by one.
 
+A kernel that reads only buffers no launch of the call writes, and no input (a weight's copy in the layout its
+convolution or matmul reads, made from the weight alone), computes the same values at every replay: it is hoisted
+out of the launch list into a buffer of its own, and runs again only when one of the buffers it reads was written
+since (each Buffer counts the writes zeptograd makes into it; memory another library may write is never hoisted).
+
 >>> from zeptograd import Tensor, TinyJit
 >>> @TinyJit
 ... def f(x: Tensor) -> Tensor:
@@ -115,29 +120,68 @@ class _Capture:
         # state the kernels use that was made before the call: the tensors viewing it, and the view they held
         self.state: list[tuple[weakref.ref[Tensor], UOp]] = []
         self.state_nodes: list[weakref.ref[UOp]] = []
+        # the hoisted kernels (`_hoist`): what runs them, the buffers they read with those buffers' write counts when
+        # they last ran (None: never since the capture); and the state buffers a replay writes (their counts go up)
+        self.hoisted: list[Callable[[], None]] = []
+        self.watched: list[Buffer] = []
+        self.watched_versions: list[int] | None = None
+        self.state_written: list[Buffer] = []
 
 
-def _batch(cap: _Capture) -> None:
-    """Group the captured steps into the calls a replay makes (`_Capture.parts`): each run of consecutive kernels
-    that a LaunchList can call from C is one call (a replay of an MLP's training step: 20 kernels, one call)."""
+def _batch(cap: _Capture, steps: list[int], parts: list[Callable[[], None]]) -> None:
+    """Group the captured steps `steps` (indices, in order) into the calls that run them, appended to `parts`: each
+    run of consecutive kernels that a LaunchList can call from C is one call (a replay of an MLP's training step:
+    20 kernels, one call)."""
     run_of: list[int] = []
 
     def flush() -> None:
         if len(run_of) > 1:
             launches = LaunchList([cap.steps[i] for i in run_of])
-            cap.parts.append(launches)
+            parts.append(launches)
             cap.batched.update({i: (launches, k) for k, i in enumerate(run_of)})
         else:
-            cap.parts.extend(functools.partial(cap.steps[i][0], cap.steps[i][1]) for i in run_of)
+            parts.extend(functools.partial(cap.steps[i][0], cap.steps[i][1]) for i in run_of)
         run_of.clear()
 
-    for i, (run, bufs) in enumerate(cap.steps):
+    for i in steps:
+        run, bufs = cap.steps[i]
         if LaunchList.supported(run):
             run_of.append(i)
             continue
         flush()
-        cap.parts.append(functools.partial(run, bufs))
+        parts.append(functools.partial(run, bufs))
     flush()
+
+
+def _hoist(
+    cap: _Capture, launches: list[tuple[Any, list[Buffer], Any]], fixed: set[Buffer], kept: set[Buffer]
+) -> set[int]:
+    """The launches whose values are the same at every replay while the buffers they read keep their contents:
+    kernels that read only `fixed` buffers (no launch writes them, no input is one, no other library shares them)
+    or the outputs of other such kernels, into an output that the call makes, no other launch writes, and nobody
+    keeps (`kept`: the returned buffers and those made before the call, such as state it assigns).
+    Each one's output gets a buffer of its own (an intermediate's memory is shared with others, which overwrite
+    it), put in its place in every step that reads it; `cap.watched` gets the fixed buffers they read."""
+    writers: dict[Buffer, int] = {}
+    for _, bufs, _ in launches:
+        writers[bufs[0]] = writers.get(bufs[0], 0) + 1
+    hoisted: set[int] = set()
+    own: dict[Buffer, Buffer] = {}  # a hoisted output -> its buffer of its own
+    watched: dict[Buffer, None] = {}
+    for i, (_, bufs, program) in enumerate(launches):
+        out = bufs[0]
+        if program is None or writers[out] != 1 or out in kept:
+            continue
+        if all(b in own or b in fixed for b in bufs[1:]):
+            hoisted.add(i)
+            own[out] = Buffer(out.device, out.size, out.dtype).allocate()
+            watched.update((b, None) for b in bufs[1:] if b in fixed)
+    for _, bufs in cap.steps:
+        for j, b in enumerate(bufs):
+            if b in own:
+                bufs[j] = own[b]
+    cap.watched = list(watched)
+    return hoisted
 
 
 def _live_launches(launches: list[tuple[Any, list[Buffer], Any]], outputs: list[Any], before: set[Buffer]) -> list:
@@ -333,7 +377,16 @@ class TinyJit(Generic[R]):
             if node is not None and buffer_for(node) in used:
                 cap.rng.append((buffer_for(node).array(), call - first_call))
 
-        _batch(cap)
+        rng_bufs = {buffer_for(n) for words, _ in drawn if (n := buffer_of(words.uop)) is not None}
+        fixed = {b for b in used - written - set(in_bufs) - rng_bufs if not b.shared and b.base is None}
+        returned = {buffer_for(n) for t in elements if isinstance(t, Tensor) and (n := buffer_of(t.uop)) is not None}
+        hoisted = _hoist(cap, launches, fixed, returned | before)
+        _batch(cap, sorted(hoisted), cap.hoisted)
+        _batch(cap, [i for i in range(len(cap.steps)) if i not in hoisted], cap.parts)
+        for i in hoisted:  # the counters count what a replay launches
+            program = launches[i][2]
+            cap.kernels, cap.flops, cap.mem = cap.kernels - 1, cap.flops - program.flops, cap.mem - program.mem_bytes
+        cap.state_written = [b for b in written if b in before]
         self._find_state(cap, used, written, set(in_bufs), before)
         del before
         self._capture = cap
@@ -445,8 +498,16 @@ class TinyJit(Generic[R]):
             fresh.append(Tensor(view_of(u, shape), device=device))
 
         start = time.perf_counter()
+        if cap.hoisted:
+            versions = [b.version for b in cap.watched]
+            if versions != cap.watched_versions:
+                for part in cap.hoisted:
+                    part()
+                cap.watched_versions = versions
         for part in cap.parts:
             part()
+        for b in cap.state_written:
+            b.version += 1
         GlobalCounters.time_sum_s += time.perf_counter() - start
         GlobalCounters.kernel_count += cap.kernels
         GlobalCounters.global_ops += cap.flops

@@ -201,6 +201,7 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
             bufs.extend(extra)
         start = time.perf_counter()
         run(bufs)
+        bufs[0].version += 1
         if capturing is not None:
             capturing.append((run, bufs, program))
         elapsed = time.perf_counter() - start

@@ -103,6 +103,11 @@ class Buffer:
         self._device_memory = device in DEVICE_MEMORY
         self._owned = False  # device memory: whether this buffer allocated it (a window of a base did not)
         self._disk = device[:5] == "DISK:"  # a file's bytes, mapped (runtime/ops_disk.py)
+        # counts the writes into the buffer that zeptograd makes (kernels, copies, copy-ins), so that a value computed
+        # from it can tell it is stale (TinyJit's hoisted kernels); `shared`: another library may write its memory
+        # (lent to or from it), which no count sees
+        self.version = 0
+        self.shared = False
 
     @property
     def allocated(self) -> bool:
@@ -146,6 +151,7 @@ class Buffer:
         buf = cls(device, memory.size, dtype)
         buf._array = memory.reshape(-1)
         buf.address = memory.ctypes.data
+        buf.shared = True
         return buf
 
     def place(self, base: Buffer, offset: int) -> None:
@@ -189,6 +195,7 @@ class Buffer:
 
     def copyin(self, data: np.ndarray) -> Buffer:
         self._writable()
+        self.version += 1
         if self._device_memory:
             host = np.ascontiguousarray(np.broadcast_to(data.reshape(-1), (self.size,)), dtype=np_dtype(self.dtype))
             _allocator(self.device).copyin(self.allocate().address, host)
@@ -207,6 +214,7 @@ class Buffer:
     def copy_from(self, src: Buffer) -> None:
         """This buffer's contents become `src`'s (same size and dtype; any two devices)."""
         self._writable()
+        self.version += 1
         if self._device_memory and src.device == self.device:
             _allocator(self.device).copy(self.allocate().address, src.allocate().address, self.nbytes)
         elif self._device_memory or src._device_memory:

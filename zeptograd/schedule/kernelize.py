@@ -168,27 +168,35 @@ BROADCAST_MIN_WORK = 1 << 16  # a smaller reduction recomputes less than one mor
 _SAME_VALUE = frozenset({Ops.CAST, Ops.DETACH, Ops.CUSTOM_GRAD})
 
 
-def _broadcast_into_reduce(u: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
+def _broadcast_into_reduce(
+    u: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None], through_pad: bool = False
+) -> bool:
     """Does elementwise `u` reach a reduction, in the same kernel, whose input has at least BROADCAST_MIN times
     u's elements (u broadcast into it: the relu mask of a gradient in the weight gradient `g.T @ x`, recomputed
     for each of x's 784 columns), while u itself is no bigger than what it reads (a one-hot `arange == idx` is a
-    broadcast of its index: storing it would write a table, not save work)?"""
+    broadcast of its index: storing it would write a table, not save work)? With `through_pad`, only a reduction
+    that reads u through a PAD counts (see `_stored_for_broadcast`)."""
     size = max(1, math.prod(u.shape))
     if size > _largest_read(u, realized):
         return False
     # u as a matmul or convolution operand: moved (padded, windowed), cast or wrapped (_SAME_VALUE) into a product
     # that a reduction sums, nothing else in between (an index compared with a counter, a gather's one-hot, is not
     # one: its reduction folds away, codegen/closedform)
-    stack, seen = [(c, False) for c in consumers[u]], set()
+    stack, seen = [(c, False, False) for c in consumers[u]], set()
     while stack:
-        node, multiplied = stack.pop()
-        if (node, multiplied) in seen:
+        node, multiplied, padded = stack.pop()
+        if (node, multiplied, padded) in seen:
             continue
-        seen.add((node, multiplied))
+        seen.add((node, multiplied, padded))
         # a reduction is looked at even when it is realized: its kernel is the one that would recompute u
         if node.op is Ops.REDUCE_AXIS:
             work = math.prod(node.src[0].shape)
-            if multiplied and work >= BROADCAST_MIN * size and work >= BROADCAST_MIN_WORK:
+            if (
+                multiplied
+                and (padded or not through_pad)
+                and work >= BROADCAST_MIN * size
+                and work >= BROADCAST_MIN_WORK
+            ):
                 return True
             continue
         if node in realized:
@@ -197,8 +205,23 @@ def _broadcast_into_reduce(u: UOp, consumers: dict[UOp, list[UOp]], realized: di
             multiplied = True
         elif node.op not in GroupOp.Movement and node.op not in _SAME_VALUE:
             continue
-        stack.extend((c, multiplied) for c in consumers[node])
+        padded = padded or node.op is Ops.PAD
+        stack.extend((c, multiplied, padded) for c in consumers[node])
     return False
+
+
+def _stored_for_broadcast(u: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
+    """Is elementwise `u` a matmul or convolution operand worth storing before the reduction that reads it
+    broadcast (`_broadcast_into_reduce`)? One that costs BROADCAST_MIN_COST ops or more always is. A cheaper one
+    (a relu, a bias add) is where the reduction reads it through a PAD: a convolution's padding or its overlapping
+    windows (`_overlapping_windows` pads its rows), where each tap reads it again at other indices, gated, a lane
+    at a time: the kernel recomputes it for every tap and every tile of output channels, and its lanes are packed
+    into vectors for the ops where a stored value is one broadcast load (docs/performance.md has the figures)."""
+    if u.op not in _ELEMENTWISE:
+        return False
+    if _compute_cost(u, realized, BROADCAST_MIN_COST) >= BROADCAST_MIN_COST:
+        return _broadcast_into_reduce(u, consumers, realized)
+    return _broadcast_into_reduce(u, consumers, realized, through_pad=True)
 
 
 def _largest_read(u: UOp, realized: dict[UOp, None]) -> int:
@@ -495,11 +518,7 @@ def create_schedule(
         elif _worth_storing(u, len(readers[u]), realized):
             realized[u] = None
             stored[u] = len(readers[u])
-        elif (
-            u.op in _ELEMENTWISE
-            and _compute_cost(u, realized, BROADCAST_MIN_COST) >= BROADCAST_MIN_COST
-            and _broadcast_into_reduce(u, consumers, realized)
-        ):
+        elif _stored_for_broadcast(u, consumers, realized):
             realized[u] = None
         if u in realized:
             readers[u] = frozenset((u,))
@@ -512,9 +531,7 @@ def create_schedule(
         if _worth_storing(u, n, realized) or _fuses_a_reduction(u, realized):
             continue
         del realized[u]
-        if _compute_cost(u, realized, BROADCAST_MIN_COST) >= BROADCAST_MIN_COST and _broadcast_into_reduce(
-            u, consumers, realized
-        ):
+        if _stored_for_broadcast(u, consumers, realized):
             realized[u] = None
 
     views: dict[UOp, UOp] = {}  # realized node -> the view of its buffer

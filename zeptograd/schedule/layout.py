@@ -28,7 +28,8 @@ read from copies where that pays. Every copy is a view of the same values, so a 
   loads). The weight gradient reads the channels-last copy even then: with the border's gated loads its sum over
   the images and positions ran at 17 GFLOP/s.
 - a padded copy: a large convolution too narrow for channels-last (grouped, or few channels) reads its input with
-  the zero border written out, so its loads need no gate.
+  the zero border written out, so its loads need no gate. One of few input channels but enough output channels
+  (an image's first convolution) still reads its weight channels-last.
 
 >>> from zeptograd import Tensor
 >>> a, b = Tensor.ones(64, 256), Tensor.ones(256, 256)
@@ -212,6 +213,16 @@ def _channels_last(padded: UOp, groups: int, cout: int, facts: LayoutFacts) -> b
     return wide and (_large(padded) or facts.reads_padded_in_place)
 
 
+def _weight_channels_last(padded: UOp, groups: int, cout: int, facts: LayoutFacts) -> bool:
+    """Does a convolution read its weight from a channels-last copy? Every one that reads channels-last copies
+    (`_channels_last`), and a dense one with enough output channels over fewer input channels (an RGB image's 3):
+    its tile is then vectors of output channels by columns, as a wide one's (with the weight as it lies it was
+    4 x 4 scalars), while its input, too narrow for channels-last, is read NCHW."""
+    if _channels_last(padded, groups, cout, facts):
+        return True
+    return facts.vector_layouts and groups == 1 and cout >= CHANNELS_LAST_MIN and _large(padded)
+
+
 def _large(padded: UOp) -> bool:
     return math.prod(padded.shape) >= PAD_COPY_MIN
 
@@ -291,7 +302,7 @@ def _convolution_layouts(ctx: LayoutContext, c: UOp) -> UOp | None:
         cout, cin_g, kernel = w.shape[0], w.shape[1], w.shape[2:]
         n = len(kernel)
         last = _channels_last(padded, groups, cout, facts)
-        if last:
+        if _weight_channels_last(padded, groups, cout, facts):
             wshape = (1, groups, cout // groups, cin_g, *(1,) * n, *kernel)
             copies[movement_uop(w, Ops.RESHAPE, wshape)] = channels_last_weight(w, n, wshape, facts.panel)
         in_place = facts.reads_padded_in_place and math.prod(kernel) > 1
