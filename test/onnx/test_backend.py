@@ -21,6 +21,10 @@ pytestmark = pytest.mark.no_roundtrip
 EXCLUDED: dict[str, str] = {
     # the suite
     r"_cuda$": "the CUDA variants: the suite runs on the CPU",
+    r"^test_(bvlc_alexnet|densenet121|inception_v1|inception_v2|resnet50|shufflenet|squeezenet|vgg19|zfnet512)_cpu$": (
+        "the real-model suite (whole CNNs on generated inputs, outside the four suites counted; 3 minutes of CI's "
+        "CPU): test_models.py and bench/onnx.py run whole models against onnxruntime"
+    ),
     r"^test_(string_concat|string_split|regex_full_match|strnormalizer|strnorm_model|ai_onnx_ml_label_encoder)_": (
         "zeptograd has no string dtype"
     ),

@@ -17,6 +17,9 @@ from zeptograd.onnx.dtypes import to_numpy  # noqa: E402
 from zeptograd.onnx.registry import OnnxError, lookup  # noqa: E402
 from zeptograd.onnx.runner import OnnxRunner  # noqa: E402
 
+# ONNX ops' graphs: the IR round trip of every graph built (conftest) is the IR tests' job
+pytestmark = pytest.mark.no_roundtrip
+
 ML, PREVIEW = "ai.onnx.ml", "ai.onnx.preview"
 # (op, domain, the first opset zeptograd registers: LabelEncoder-1 maps strings only)
 OPS = [

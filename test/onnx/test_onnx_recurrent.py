@@ -12,6 +12,9 @@ from onnx_models import info, model, ort_run
 
 from zeptograd.onnx import OnnxError, OnnxRunner
 
+# ONNX ops' graphs: the IR round trip of every graph built (conftest) is the IR tests' job
+pytestmark = pytest.mark.no_roundtrip
+
 F = TensorProto.FLOAT
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 # an unrolled GRU's or LSTM's graph takes tens of seconds to round-trip through pyrender after the test; the RNN
