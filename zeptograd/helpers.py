@@ -13,7 +13,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class ArgumentError(RuntimeError, ValueError):
@@ -39,6 +39,28 @@ def cache_dir() -> Path:
     """The folder of the disk caches (compiled kernels, BEAM plans): `$ZEPTOGRAD_CACHE_DIR`, else
     `~/.cache/zeptograd`. It may not exist yet: whoever writes there creates it."""
     return Path(os.environ.get("ZEPTOGRAD_CACHE_DIR") or Path.home() / ".cache" / "zeptograd")
+
+
+def path_arg(path: Any, op: str) -> str:
+    """`path` (a str or os.PathLike) as a str; a TypeError naming `op` for anything else.
+
+    >>> path_arg(Path("model.pt"), "torch_load")
+    'model.pt'
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{op}: path must be a str or os.PathLike, got {type(path).__name__}")
+    return os.fspath(path)
+
+
+def existing_file(path: Any, op: str, kind: str) -> str:
+    """`path_arg(path, op)`, checked to name a file: FileNotFoundError when nothing is there, IsADirectoryError
+    (saying a `kind` file was expected) for a folder."""
+    path = path_arg(path, op)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{op}: no such file: {path}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{op}: {path} is a directory, not a {kind} file")
+    return path
 
 
 def getenv(key: str, default: int = 0) -> int:

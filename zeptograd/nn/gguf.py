@@ -28,7 +28,7 @@ import numpy as np
 
 from zeptograd.dtype import DType, dtypes
 from zeptograd.engine.realize import device_name
-from zeptograd.helpers import ArgumentError
+from zeptograd.helpers import ArgumentError, existing_file
 from zeptograd.tensor import Tensor
 
 __all__ = ["gguf_load"]
@@ -420,13 +420,7 @@ def gguf_load(path: str | os.PathLike, device: str | None = None) -> tuple[dict[
     >>> metadata, tensors["w"].tolist()
     ({'answer': 42}, [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{_OP}: path must be a str or os.PathLike, got {type(path).__name__}")
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{_OP}: no such file: {path}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{_OP}: {path} is a directory, not a GGUF file")
+    path = existing_file(path, _OP, "GGUF")
     metadata, infos, data_start, size = _header(path)
     # every tensor is checked before any is read, so a bad file fails before any work
     plan: list[tuple[_TensorInfo, _Plain | _Blocks, int]] = []

@@ -34,7 +34,7 @@ import numpy as np
 from zeptograd.dtype import NARROW_FLOATS, DType, dtypes, np_dtype
 from zeptograd.engine.disk import disk_window, is_disk
 from zeptograd.engine.realize import device_name
-from zeptograd.helpers import ArgumentError
+from zeptograd.helpers import ArgumentError, existing_file, path_arg
 from zeptograd.nn.gguf import gguf_load
 from zeptograd.nn.torch_load import torch_load
 from zeptograd.tensor import Tensor
@@ -224,21 +224,6 @@ _SAFETENSORS_NAMES = {dt: name for name, dt in _SAFETENSORS_DTYPES.items()}
 _HEADER_LIMIT = 100 << 20  # bytes of JSON header, as the safetensors package limits it
 
 
-def _path(path: Any, op: str) -> str:
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{op}: path must be a str or os.PathLike, got {type(path).__name__}")
-    return os.fspath(path)
-
-
-def _check_file(path: str, op: str, kind: str) -> int:
-    """The size of the file at `path`, with clear errors for a missing file or a directory."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{op}: no such file: {path}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{op}: {path} is a directory, not a {kind} file")
-    return os.path.getsize(path)
-
-
 def safe_save(
     tensors: Mapping[str, Tensor], path: str | os.PathLike, metadata: Mapping[str, str] | None = None
 ) -> None:
@@ -252,7 +237,7 @@ def safe_save(
     >>> {k: v.tolist() for k, v in safe_load(path).items()}
     {'step': 3, 'w': [[1.0, 2.0]]}
     """
-    path = _path(path, "safe_save")
+    path = path_arg(path, "safe_save")
     if not isinstance(tensors, Mapping):
         raise TypeError(f"safe_save: tensors must be a dict of name -> Tensor, got {type(tensors).__name__}")
     for key, t in tensors.items():
@@ -311,7 +296,7 @@ def _safetensors_header(path: str, op: str) -> tuple[dict[str, _Entry], dict[str
     """The tensors (dtype, shape, byte offset in the file) and the metadata of the safetensors file at `path`; reads
     the header only. Anything malformed (a truncated file, bad JSON, a byte range outside the data) is a
     ValueError naming the file."""
-    size = _check_file(path, op, "safetensors")
+    size = os.path.getsize(existing_file(path, op, "safetensors"))
 
     def bad(why: str) -> ArgumentError:
         return ArgumentError(f"{op}: {path} is not a valid safetensors file ({why})")
@@ -372,7 +357,7 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
     >>> lazy["y"].device.startswith("DISK:"), lazy["y"].to("CPU").tolist()
     (True, [0.5])
     """
-    path = _path(path, "safe_load")
+    path = path_arg(path, "safe_load")
     entries, _ = _safetensors_header(path, "safe_load")
     lazy = isinstance(device, str) and device.upper() == "DISK"
     target = None if lazy else _device_of(device, "safe_load")
@@ -405,5 +390,5 @@ def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:
     >>> safe_load_metadata(path)
     {'note': 'hi'}
     """
-    path = _path(path, "safe_load_metadata")
+    path = path_arg(path, "safe_load_metadata")
     return _safetensors_header(path, "safe_load_metadata")[1]

@@ -39,7 +39,7 @@ import numpy as np
 from zeptograd.dtype import DType, dtypes
 from zeptograd.engine.disk import disk_window, is_disk
 from zeptograd.engine.realize import device_name
-from zeptograd.helpers import ArgumentError
+from zeptograd.helpers import ArgumentError, existing_file
 from zeptograd.tensor import Tensor
 from zeptograd.uop.movement import strided_view
 
@@ -291,13 +291,7 @@ def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
     >>> {k: (v.shape, v.dtype) for k, v in torch_load(path).items()}
     {'weight': ((3, 2), dtypes.float32), 'bias': ((3,), dtypes.float32)}
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"torch_load: path must be a str or os.PathLike, got {type(path).__name__}")
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"torch_load: no such file: {path}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"torch_load: {path} is a directory, not a checkpoint")
+    path = existing_file(path, "torch_load", "checkpoint")
     lazy = isinstance(device, str) and device.upper() == "DISK"
     target = None if lazy else device_name(device)
     if target is not None and is_disk(target):
