@@ -8,6 +8,7 @@ model in torch with the weights copied in (test/models/test_model_<name>.py) and
 - `mlp`: an MLP classifier.
 - `lstm`: an LSTM language model, torch.nn.LSTM's names.
 - `unet`: a small UNet (GroupNorm convolution blocks, transposed convolutions, skip connections).
+- `sampling`: the next token from a language model's logits (greedy, temperature, top-k, top-p, seeded).
 
 >>> from zeptograd.models.gpt import GPT, GPTConfig
 >>> GPT(GPTConfig(vocab_size=16, context=8, d_model=8, n_heads=2, n_layers=1)).config.n_layers
