@@ -14,7 +14,7 @@ from zeptograd.engine.jit import TinyJit
 from zeptograd.helpers import ArgumentError, Context, DTypeError, GlobalCounters, JitError
 from zeptograd.runtime.device import Device
 from zeptograd.tensor import Tensor
-from zeptograd.uop import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from zeptograd.uop import Ops, PatternMatcher, UOp, UPat, Variable, graph_rewrite
 
 __version__ = "0.1.0"
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "TinyJit",
     "UOp",
     "UPat",
+    "Variable",
     "dtypes",
     "graph_rewrite",
     "least_upper_dtype",

@@ -201,11 +201,17 @@ def _sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def _unpad(g: Tensor, ret: UOp) -> Tensor:
-    return g.shrink(tuple((b, b + s) for (b, _), s in zip(ret.arg, ret.src[0].shape)))
+    bounds = tuple((b, b + s) for (b, _), s in zip(ret.arg, ret.src[0].shape))
+    if len(ret.src) > 1:  # symbolic starts: the shrink back starts that much later
+        return g._new(UOp(Ops.SHRINK, g.dtype, (g.uop, *ret.src[1:]), bounds))
+    return g.shrink(bounds)
 
 
 def _unshrink(g: Tensor, ret: UOp) -> Tensor:
-    return g.pad(tuple((b, s - e) for (b, e), s in zip(ret.arg, ret.src[0].shape)))
+    pads = tuple((b, s - e) for (b, e), s in zip(ret.arg, ret.src[0].shape))
+    if len(ret.src) > 1:  # symbolic starts: the pad back takes them too (more before, as much less after)
+        return g._new(UOp(Ops.PAD, g.dtype, (g.uop, *ret.src[1:]), pads))
+    return g.pad(pads)
 
 
 def _on_path(root: UOp, targets: set[UOp]) -> tuple[list[UOp], set[UOp]]:

@@ -113,23 +113,23 @@ def _unpickled(data: np.ndarray, dtype: str, device: str, requires_grad: bool | 
     return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-# one movement op of a view: (op, arg, shape of its input)
-_Mop = tuple[Ops, Any, tuple[int, ...]]
+# one movement op of a view: (op, arg, shape of its input, its symbolic starts: the sources after the input)
+_Mop = tuple[Ops, Any, tuple[int, ...], tuple[UOp, ...]]
 
 
 def _movement_chain(uop: UOp, src: UOp) -> tuple[_Mop, ...]:
     """The movement ops that make `uop` from `src`, first op first; () when `uop` is not such a chain."""
     chain: list[_Mop] = []
     while uop is not src and uop.op in GroupOp.Movement:
-        chain.append((uop.op, uop.arg, uop.src[0].shape))
+        chain.append((uop.op, uop.arg, uop.src[0].shape, uop.src[1:]))
         uop = uop.src[0]
     return tuple(reversed(chain)) if uop is src else ()
 
 
 def _apply_movement(uop: UOp, mops: tuple[_Mop, ...]) -> UOp:
     """The view `mops` of `uop`."""
-    for op, arg, _ in mops:
-        uop = UOp(op, uop.dtype, (uop,), arg)
+    for op, arg, _, starts in mops:
+        uop = UOp(op, uop.dtype, (uop, *starts), arg)
     return uop
 
 
@@ -142,10 +142,11 @@ def _filled(dtype: DType, value: Scalar, shape: tuple[int, ...]) -> UOp:
 def _place_back(mop: _Mop, value: UOp, hit: UOp) -> tuple[UOp, UOp]:
     """Undo one movement op for a write: `value` (and the bool mask `hit` of the written elements) moved back to
     the op's input shape. Elements no view element maps to get hit False."""
-    op, arg, in_shape = mop
+    op, arg, in_shape, starts = mop
 
     def both(inv_op: Ops, inv_arg: Any) -> tuple[UOp, UOp]:
-        return UOp(inv_op, value.dtype, (value,), inv_arg), UOp(inv_op, dtypes.bool, (hit,), inv_arg)
+        # a symbolic shrink's starts are its inverse pad's extra padding before (and less after)
+        return UOp(inv_op, value.dtype, (value, *starts), inv_arg), UOp(inv_op, dtypes.bool, (hit, *starts), inv_arg)
 
     if op is Ops.RESHAPE:
         return both(Ops.RESHAPE, in_shape)
@@ -170,10 +171,10 @@ def _place_back(mop: _Mop, value: UOp, hit: UOp) -> tuple[UOp, UOp]:
 def _overlapping(mops: tuple[_Mop, ...], shape: tuple[int, ...]) -> bool:
     """Do two elements of view `mops` of a tensor of `shape` lie on one element (an expand that broadcasts)?
     Decided on the view's map of element positions, as PyTorch decides on strides."""
-    if not any(op is Ops.EXPAND and arg != s for op, arg, s in mops):
+    if not any(op is Ops.EXPAND and arg != s for op, arg, s, _ in mops):
         return False
     pos = np.arange(prod(shape)).reshape(shape)
-    for op, arg, _ in mops:
+    for op, arg, _, _ in mops:
         if op is Ops.RESHAPE:
             pos = pos.reshape(arg)
         elif op is Ops.PERMUTE:
@@ -316,6 +317,8 @@ class Tensor(
         dt = tensor_dtype(dtype, "Tensor") if dtype is not None else None
         rounded = False
         if isinstance(data, UOp):
+            if data.dtype is dtypes.index:  # a Variable's expression: a scalar of the default int dtype
+                data = data.cast(dtypes.default_int)
             uop = data if dt is None or data.dtype is dt else data.cast(dt)
             if is_disk(device):
                 uop = disk_view(uop, device)
@@ -754,7 +757,7 @@ class Tensor(
         if buffer_of(self.uop) is None:
             self.realize()
         target = buffer_of(self.uop)
-        broadcasts = any(op is Ops.EXPAND and arg != s for op, arg, s in mops)
+        broadcasts = any(op is Ops.EXPAND and arg != s for op, arg, s, _ in mops)
         if broadcasts and any(u is target for u in x.uop.toposort()):
             # the value reads the base, and a broadcast view's write rewrites the whole base: its kernel could not
             # prove the reads at the elements it writes, and would copy the whole base aside; storing the value first

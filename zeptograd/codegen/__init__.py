@@ -77,6 +77,8 @@ class ProgramSpec:
     # a GPU-style launch (codegen/gpudims.py): work-items per dimension in all, and in one work-group
     launch_global: tuple[int, ...] = ()
     launch_local: tuple[int, ...] = ()
+    # the kernel's symbolic variables (DEFINE_VAR), in the order of their parameters: after the buffers
+    variables: tuple[UOp, ...] = ()
 
 
 def estimate_cost(sink: UOp) -> tuple[int, int]:
@@ -205,4 +207,7 @@ def get_program(ast: UOp, renderer: Renderer, opts: Sequence[Opt] | None = None)
     check_dtypes(program, renderer)
     src = renderer.render(name, program)
     launch = launch_sizes(program) if renderer.has_local else ((), ())
-    return ProgramSpec(name, tuple(program), src, global_size, flops, mem, applied, chunks, *launch)
+    variables = tuple(u for u in program if u.op is Ops.DEFINE_VAR)
+    return ProgramSpec(
+        name, tuple(program), src, global_size, flops, mem, applied, chunks, launch[0], launch[1], variables
+    )

@@ -51,7 +51,7 @@ from zeptograd.runtime.buffer import Buffer, buffer_for
 from zeptograd.runtime.cpu_threads import LaunchList
 from zeptograd.tensor import Tensor
 from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.ops import Ops, UOp, is_bound_variable
 
 __all__ = ["JitError", "TinyJit"]
 
@@ -96,7 +96,8 @@ class _Capture:
     """One captured call: the launch list and how to put a new call's buffers into it."""
 
     def __init__(self) -> None:
-        self.steps: list[tuple[Callable[[list[Buffer]], None], list[Buffer]]] = []
+        # each launch: its runner and its arguments (Buffers, then the values of its variables: VariableValue)
+        self.steps: list[tuple[Callable[[list[Any]], None], list[Any]]] = []
         # what a replay calls, in order: runs of C kernels as one LaunchList each, the other steps one by one; and
         # for each step in a LaunchList, that list and the step's place in it (to patch new buffers' addresses)
         self.parts: list[Callable[[], None]] = []
@@ -105,6 +106,9 @@ class _Capture:
         self.input_keys: list[int | str] = []  # the Tensor arguments, by position or keyword
         self.input_specs: list[tuple[tuple[int, ...], Any, str]] = []  # their shape, dtype, device
         self.others: dict[int | str, Any] = {}  # the non-Tensor arguments
+        # the bound-Variable arguments: (key, variable), and where each variable's value goes: (launch, position)
+        self.var_keys: list[tuple[int | str, UOp]] = []
+        self.var_slots: dict[str, list[tuple[int, int]]] = {}
         self.n_args = 0
         self.training = 0  # Tensor.training when captured: it decides what dropout and BatchNorm compute
         self.kw_names: frozenset[str] = frozenset()
@@ -299,6 +303,9 @@ class TinyJit(Generic[R]):
         self._capture = None
         cap = _Capture()
         for key, value in _arguments(args, kwargs):
+            if isinstance(value, UOp) and is_bound_variable(value):
+                cap.var_keys.append((key, value.unbind()[0]))
+                continue
             if not isinstance(value, Tensor):
                 if _has_tensor(value):
                     raise ArgumentError(
@@ -342,6 +349,9 @@ class TinyJit(Generic[R]):
                 cap.flops += program.flops
                 cap.mem += program.mem_bytes
             for j, b in enumerate(bufs):
+                if isinstance(b, engine.VariableValue):
+                    cap.var_slots.setdefault(b.variable.arg[0], []).append((i, j))
+                    continue
                 positions.setdefault(b, []).append((i, j))
                 if b in in_bufs:
                     cap.input_slots[in_bufs[b]].append((i, j))
@@ -440,6 +450,21 @@ class TinyJit(Generic[R]):
 
     # *** replay ***
 
+    def _set_variable(self, cap: _Capture, key: int | str, var: UOp, given: Any) -> None:
+        """Pass a bound-Variable argument's new value to every kernel that takes the variable."""
+        if not (isinstance(given, UOp) and is_bound_variable(given) and given.src[0] is var):
+            name, lo, hi = var.arg
+            raise ArgumentError(
+                f"TinyJit: {_describe(key)} of {self.fn.__name__} was captured as Variable {name!r} in [{lo}, {hi}] "
+                f"bound to a value, got {given!r}; pass the same variable bound to this call's value"
+            )
+        value = given.src[1].arg
+        steps = cap.steps
+        for i, j in cap.var_slots.get(var.arg[0], ()):
+            steps[i][1][j] = engine.VariableValue(steps[i][1][j].variable, value)
+            if (batched := cap.batched.get(i)) is not None:
+                batched[0].set(batched[1], j, value)
+
     def _replay(
         self, cap: _Capture, args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[int | str, Tensor]
     ) -> R:
@@ -473,6 +498,8 @@ class TinyJit(Generic[R]):
                 steps[i][1][j] = buf
                 if (batched := cap.batched.get(i)) is not None:
                     batched[0].set(batched[1], j, buf.address)
+        for key, var in cap.var_keys:
+            self._set_variable(cap, key, var, args[key] if isinstance(key, int) else kwargs[key])
         for key, value in cap.others.items():
             given = args[key] if isinstance(key, int) else kwargs[key]
             if not _same(given, value):

@@ -32,7 +32,7 @@ from zeptograd.runtime.buffer import Buffer, buffer_for
 from zeptograd.runtime.device import Device
 from zeptograd.schedule.kernelize import ScheduleItem, create_schedule
 from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.ops import Ops, UOp, is_bound_variable
 from zeptograd.uop.render import render_listing
 from zeptograd.uop.spec import tensor_spec, verify
 
@@ -185,11 +185,63 @@ def compile_schedule(items: Iterable[ScheduleItem]) -> None:
             _programs[key] = (program, run)
 
 
-def run_schedule(items: Iterable[ScheduleItem]) -> None:
-    """Run each item in order: kernels on the device of their output buffer, copies between devices."""
+class VariableValue:
+    """The value of a symbolic variable, passed to a kernel after its buffers. A kernel's arguments are passed by
+    `.address`; a variable's is its value (the C and LLVM kernels declare it an integer parameter, which the x86-64
+    and AArch64 calling conventions pass in the same registers as a pointer)."""
+
+    __slots__ = ("variable", "value")
+
+    def __init__(self, variable: UOp, value: int) -> None:
+        self.variable, self.value = variable, value
+
+    @property
+    def address(self) -> int:
+        return self.value
+
+
+def unbind_variables(roots: list[UOp], nodes: list[UOp]) -> tuple[list[UOp], dict[UOp, int], dict[UOp, UOp]]:
+    """The graph of `roots` (whose toposort is `nodes`) with every bound variable replaced by its variable, the
+    variables' values, and the rebuilt nodes (old -> new). The schedule, the kernels and their cache keys then hold
+    the variable, never its value: one schedule and one compiled kernel serve every value in its range."""
+    bound = [u for u in nodes if is_bound_variable(u)]
+    if not bound:
+        return roots, {}, {}
+    values: dict[UOp, int] = {}
+    names: dict[str, UOp] = {}
+    for b in bound:
+        var, value = b.unbind()
+        if names.setdefault(var.arg[0], var) is not var:
+            raise ValueError(f"realize: two variables named {var.arg[0]!r} (with different ranges) in one computation")
+        if values.setdefault(var, value) != value:
+            raise ValueError(
+                f"realize: variable {var.arg[0]!r} is bound to both {values[var]} and {value} in one computation"
+            )
+    rebuilt: dict[UOp, UOp] = {}
+    mapping = {b: b.src[0] for b in bound}
+    return [r.substitute(mapping, rebuilt) for r in roots], values, rebuilt
+
+
+def _variable_values(program: ProgramSpec, device: str, var_vals: dict[UOp, int]) -> list[VariableValue]:
+    if not getattr(Device[device], "variables", False):
+        raise NotImplementedError(
+            f"{program.name} takes the symbolic variables {', '.join(v.arg[0] for v in program.variables)}: the "
+            f"{device} device does not pass variables to kernels yet (CPU, LLVM and PYTHON do)"
+        )
+    # by name: the kernel's variables have their index dtype committed to a machine integer by then
+    by_name = {v.arg[0]: value for v, value in var_vals.items()}
+    missing = [v.arg[0] for v in program.variables if v.arg[0] not in by_name]
+    if missing:
+        raise ValueError(f"realize: variable {', '.join(map(repr, missing))} has no value: bind it (v.bind(n))")
+    return [VariableValue(v, by_name[v.arg[0]]) for v in program.variables]
+
+
+def run_schedule(items: Iterable[ScheduleItem], var_vals: dict[UOp, int] | None = None) -> None:
+    """Run each item in order: kernels on the device of their output buffer, copies between devices. `var_vals`
+    gives the symbolic variables' values, passed to the kernels that take them."""
     debug = DEBUG.value
     for item in items:
-        bufs = [buffer_for(b) for b in item.bufs]
+        bufs: list[Any] = [buffer_for(b) for b in item.bufs]  # then the variables' values (VariableValue)
         if item.ast is None:
             copy_buffers(bufs)
             continue
@@ -199,6 +251,8 @@ def run_schedule(items: Iterable[ScheduleItem]) -> None:
             b.allocate()
         if extra:
             bufs.extend(extra)
+        if program.variables:
+            bufs.extend(_variable_values(program, device, var_vals or {}))
         start = time.perf_counter()
         run(bufs)
         bufs[0].version += 1
@@ -489,13 +543,22 @@ def realize(tensors: Iterable[Lazy]) -> None:
         roots = list(dict.fromkeys(t.uop for t in pending))
         structure = _structure(roots)
     device_of = {t.uop: t.device for t in pending}
-    items, views = schedule(roots, [device_of[r] for r in roots], structure)
+    devices = [device_of[r] for r in roots]
+    var_vals: dict[UOp, int] = {}
+    if structure[3]:  # a bound variable is an assignment (STORE) of the variable
+        roots, var_vals, rebuilt = unbind_variables(roots, structure[1])
+        if var_vals:
+            structure = _structure(roots)
+    items, views = schedule(roots, devices, structure)
     # two intermediates can share only if one dies before the other is written: that takes 3 items at least
     if len(items) >= 3 and not NO_MEMORY_PLANNER and can_share(items):
         saved = plan_memory(items, _intermediates(roots, items, views))
         if DEBUG >= 2 and saved:
             print(f"*** memory planner: intermediates share memory, {saved / (1 << 20):.2f} MiB saved")
-    run_schedule(items)
+    run_schedule(items, var_vals)
+    if var_vals:  # the realized nodes as the tensors hold them: with their variables bound
+        original = {new: old for old, new in rebuilt.items()}
+        views = {original.get(u, u): v for u, v in views.items()}
     cache: dict[UOp, UOp] = {}
     for t in pending:  # the realized tensors themselves, whether or not a registry holds them (one may come twice)
         if (v := views.get(t.uop)) is not None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import ArgumentError
-from zeptograd.uop.ops import Ops
+from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import inverse_permutation
 
 if TYPE_CHECKING:
@@ -119,6 +119,14 @@ def _is_int(x: Any) -> bool:
 
 
 def _check_slice(s: slice, op: str) -> slice:
+    if isinstance(s.start, UOp) or isinstance(s.stop, UOp):
+        # a symbolic slice (bounds that are expressions of a bound Variable): its length must be a constant
+        if s.step not in (None, 1):
+            raise IndexError(f"{op}: a slice with symbolic bounds takes step 1, got {s}")
+        for v in (s.start, s.stop):
+            if v is not None and not isinstance(v, UOp) and not _is_int(v):
+                raise TypeError(f"{op}: slice bounds must be ints, Variable expressions or None, got {s}")
+        return s
     parts = []
     for v in (s.start, s.stop, s.step):
         if v is not None and not _is_int(v):
@@ -232,6 +240,22 @@ class IndexingMixin:
                 counts.append(1)
                 if has_adv:
                     adv_pos.append(pos)
+            elif kind == "slice" and (isinstance(v.start, UOp) or isinstance(v.stop, UOp)):
+                # symbolic bounds: no negative indices and no clamping (shrink checks every value in range fits)
+                start = 0 if v.start is None else v.start
+                stop = size if v.stop is None else v.stop
+                n = (stop - start).simplify() if isinstance(stop - start, UOp) else stop - start
+                if not isinstance(n, int):
+                    n = n.arg if n.op is Ops.CONST else -1
+                    if n < 0:
+                        raise NotImplementedError(
+                            f"{op}: the slice {v} of axis {axis} has a symbolic length: shapes are constants, so a "
+                            "symbolic slice takes a constant length from a symbolic start (x[v:v + n])"
+                        )
+                bounds.append((start, stop))
+                strides.append(1)
+                counts.append(n)
+                out_shape.append(n)
             elif kind == "slice":
                 start, stop, step = v.indices(size)
                 n = len(range(start, stop, step))

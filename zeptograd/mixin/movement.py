@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from zeptograd.dtype import DType, dtypes, least_upper_dtype
 from zeptograd.helpers import ArgumentError
 from zeptograd.mixin.args import Scalar, int_arg, shape_arg
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.ops import Ops, UOp, is_bound_variable
 from zeptograd.uop.shape import prod
 
 if TYPE_CHECKING:
@@ -359,6 +359,8 @@ class MovementMixin:
         """
         if len(arg) != self.ndim:
             raise ArgumentError(f"shrink: {tuple(arg)} has {len(arg)} entries for shape {self.shape}")
+        if any(a is not None and any(isinstance(x, UOp) for x in a) for a in arg):
+            return self._shrink_symbolic(arg)
         bounds = tuple((0, s) if a is None else _int_tuple(a, "shrink", "a bound") for a, s in zip(arg, self.shape))
         if any(len(b) != 2 for b in bounds):
             raise ArgumentError(f"shrink: each entry of {tuple(arg)} must be a (start, end) pair or None")
@@ -368,6 +370,43 @@ class MovementMixin:
         if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape)):
             return self
         return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
+
+    def _shrink_symbolic(self, arg: Sequence[Any]) -> Tensor:
+        """A shrink whose starts are symbolic (expressions of a bound Variable) and whose sizes are constants: the
+        SHRINK takes each axis's symbolic start as a source after the tensor (0 where the start is an int)."""
+
+        def named(x: Any) -> str:  # an expression with its variables by name, not their values
+            return (
+                str(x.substitute({u: u.src[0] for u in x.toposort() if is_bound_variable(u)}))
+                if isinstance(x, UOp)
+                else str(x)
+            )
+
+        sizes, starts = [], []
+        for axis, (a, s) in enumerate(zip(arg, self.shape)):
+            b, e = (0, s) if a is None else a
+            for x in (b, e):
+                if not isinstance(x, UOp):
+                    int_arg(x, "shrink", "a bound")
+            b_u = b if isinstance(b, UOp) else UOp.const(dtypes.index, int(b))
+            e_u = e if isinstance(e, UOp) else UOp.const(dtypes.index, int(e))
+            if b_u.dtype is not dtypes.index or e_u.dtype is not dtypes.index:
+                raise TypeError(f"shrink: a symbolic bound is an expression of a Variable, got {b!r}, {e!r}")
+            size = (e_u - b_u).simplify()
+            if size.op is not Ops.CONST:
+                raise NotImplementedError(
+                    f"shrink: axis {axis} would have the symbolic size {named(e)} - {named(b)}: shapes are constants, "
+                    "so a symbolic slice takes a constant length from a symbolic start (x[v:v + n])"
+                )
+            lo, hi = b_u.vmin, e_u.vmax
+            if size.arg < 0 or lo < 0 or hi > s:
+                raise IndexError(
+                    f"shrink: the slice [{named(b)}, {named(e)}) of axis {axis} (size {s}) reaches [{lo}, {hi}) over "
+                    "its variables' ranges: every value in a Variable's range must give a slice inside the axis"
+                )
+            sizes.append((0, int(size.arg)))
+            starts.append(b_u.simplify())
+        return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop, *starts), tuple(sizes)))
 
     def _target_shape(self, shape: tuple, op: str) -> tuple[int, ...]:
         """A shape given as varargs or one sequence, one size per axis, None keeping that axis's size."""

@@ -183,6 +183,7 @@ class CPUDevice:
     """Runs kernels as compiled C on the host's CPU."""
 
     name = "CPU"
+    variables = True  # kernels take symbolic variables' values as arguments
 
     def __init__(self) -> None:
         self.renderer = CRenderer(HostCPU.read())
@@ -198,7 +199,8 @@ class CPUDevice:
 
 
 def _runner(program: ProgramSpec, fn: Any) -> Callable[[Sequence[Buffer]], None]:
-    n_args = sum(1 for u in program.uops if u.op.name == "DEFINE_GLOBAL")
+    # the buffers' addresses, then the variables' values (engine.realize.VariableValue), each one machine word
+    n_args = sum(1 for u in program.uops if u.op.name == "DEFINE_GLOBAL") + len(program.variables)
     chunks = program.chunks
     fn.argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if chunks > 1 else [])
     fn.restype = None

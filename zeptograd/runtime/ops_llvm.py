@@ -91,6 +91,7 @@ class LLVMDevice:
     """Runs kernels rendered as LLVM IR, compiled by llvmlite, on the host's CPU."""
 
     name = "LLVM"
+    variables = True  # kernels take symbolic variables' values as arguments
 
     def __init__(self) -> None:
         self.compiler = LLVMCompiler()
@@ -98,7 +99,7 @@ class LLVMDevice:
 
     def runner(self, program: ProgramSpec) -> Callable[[Sequence[Buffer]], None]:
         address = self.compiler.function(program.src, program.name)
-        n_args = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
+        n_args = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL) + len(program.variables)
         chunks = program.chunks
         argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if chunks > 1 else [])
         fn = ctypes.CFUNCTYPE(None, *argtypes)(address)

@@ -84,6 +84,8 @@ class PythonProgram:
     def __init__(self, uops: Sequence[UOp]):
         self.uops = list(uops)
         self.pos = {u: i for i, u in enumerate(self.uops)}
+        # the variables' values come after the buffers, in this order (engine.realize.VariableValue)
+        self.variables = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
         # where each block's closer is, to jump over a loop that runs zero times or a false IF
         self.jump: dict[UOp, int] = {}
         # the loops each END closes, innermost first
@@ -165,7 +167,10 @@ class PythonProgram:
         """One call of the kernel: chunk `chunk` of a kernel split for the cores, or the work-item with launch
         indices `ids`. A generator: it stops at each BARRIER (yielding it) and WMMA (yielding it with the operands,
         and taking the result back), where the work-items of a group meet."""
-        arrays = [b.array() for b in bufs]
+        n_vars = len(self.variables)
+        arrays = [b.array() for b in (bufs[: len(bufs) - n_vars] if n_vars else bufs)]
+        tail: Sequence[Any] = bufs[len(bufs) - n_vars :] if n_vars else ()
+        var_values = {v: b.value for v, b in zip(self.variables, tail)}
         values: dict[UOp, Any] = {}
         regs: dict[UOp, list[Any]] = {}
         pc = 0
@@ -199,7 +204,7 @@ class PythonProgram:
                 regs[u] = [None] * u.dtype.size
                 values[u] = regs[u]
             elif op is Ops.DEFINE_VAR:
-                raise NotImplementedError("symbolic variables on the PYTHON device")
+                values[u] = var_values[u]
             elif op is Ops.CONST:
                 values[u] = u.arg if u.dtype.count == 1 else (u.arg,) * u.dtype.count
             elif op is Ops.SPECIAL:
@@ -264,6 +269,7 @@ class PythonDevice:
     """Interprets linear programs; the reference for every other device."""
 
     name = "PYTHON"
+    variables = True  # kernels take symbolic variables' values as arguments
 
     def __init__(self) -> None:
         from zeptograd.renderer.listing import ListingRenderer

@@ -10,6 +10,8 @@ it from the kernel's output down to the buffers the kernel reads:
     INDEX(EXPAND(x), i)       -> INDEX(x, 0 on the expanded axes)
     INDEX(PAD(x), i)          -> where(valid, INDEX(x, i - before, gate & valid), 0)
     INDEX(SHRINK(x), i)       -> INDEX(x, i + start)
+
+(a SHRINK's or PAD's symbolic starts, its sources after x, add to `start` and `before`)
     INDEX(FLIP(x), i)         -> INDEX(x, n - 1 - i on the flipped axes)
     INDEX(REDUCE_AXIS(x), i)  -> REDUCE(INDEX(x, i with a new RANGE on each reduced axis), ranges)
     INDEX(BUFFER, i)          -> LOAD(INDEX(DEFINE_GLOBAL, i[, gate])[, 0])
@@ -106,15 +108,29 @@ def push_expand(i: UOp, x: UOp) -> UOp:
     return at(src, tuple(ix if s == o else _idx(0) for ix, s, o in zip(idx, src.shape, x.shape)), gate)
 
 
+def _starts(x: UOp) -> tuple[UOp | int, ...]:
+    """Each axis's symbolic start of a SHRINK or PAD (its sources after the input), or 0 where it has none."""
+    return x.src[1:] if len(x.src) > 1 else (0,) * len(x.arg)
+
+
+def _offset(static: int, start: UOp | int) -> UOp | int:
+    """`static + start`, an int where the start is none."""
+    if isinstance(start, int):
+        return static + start
+    return start + static if static else start
+
+
 def push_pad(i: UOp, x: UOp) -> UOp:
     _, idx, gate = _split(i)
     src = x.src[0]
     valid: UOp | None = None
     new = []
-    for ix, (before, after), size in zip(idx, x.arg, src.shape):
-        new.append(ix - before if before else ix)
+    for ix, (before, after), size, start in zip(idx, x.arg, src.shape, _starts(x)):
+        # a symbolic start moves the padding: `start` more before, as many fewer after
+        shift = _offset(before, start)
+        new.append(ix if isinstance(shift, int) and shift == 0 else ix - shift)
         if before or after:
-            inside = ((before - 1) < ix) & (ix < before + size)
+            inside = ((shift - 1) < ix) & (ix < shift + size)
             valid = inside if valid is None else valid & inside
     if valid is None:
         return at(src, tuple(new), gate)
@@ -123,7 +139,8 @@ def push_pad(i: UOp, x: UOp) -> UOp:
 
 def push_shrink(i: UOp, x: UOp) -> UOp:
     _, idx, gate = _split(i)
-    return at(x.src[0], tuple(ix + b if b else ix for ix, (b, _) in zip(idx, x.arg)), gate)
+    offsets = [_offset(b, start) for (b, _), start in zip(x.arg, _starts(x))]
+    return at(x.src[0], tuple(ix if isinstance(o, int) and o == 0 else ix + o for ix, o in zip(idx, offsets)), gate)
 
 
 def push_flip(i: UOp, x: UOp) -> UOp:

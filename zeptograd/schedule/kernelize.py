@@ -307,9 +307,10 @@ def _all_true(u: UOp) -> bool:
     return u.op is Ops.CONST and u.arg is True
 
 
-def _undo_placement(view: UOp, op: Ops, arg, in_shape: tuple[int, ...]) -> UOp | None:
+def _undo_placement(view: UOp, op: Ops, arg, in_shape: tuple[int, ...], starts: tuple[UOp, ...]) -> UOp | None:
     """The movement op that takes `view` (the output of placement op `op`) back to the placement's input: the inverse
-    of the op a write through a view undid (`Tensor._write_through`); None for anything else (an expand's sum)."""
+    of the op a write through a view undid (`Tensor._write_through`); None for anything else (an expand's sum).
+    `starts` are a symbolic shrink's starts, which its inverse pad takes too."""
     if op is _RESHAPE:
         return UOp(_RESHAPE, view.dtype, (view,), in_shape)
     if op is Ops.PERMUTE:
@@ -317,9 +318,9 @@ def _undo_placement(view: UOp, op: Ops, arg, in_shape: tuple[int, ...]) -> UOp |
     if op is Ops.FLIP:
         return UOp(Ops.FLIP, view.dtype, (view,), arg)
     if op is Ops.PAD:  # the view shrank the buffer
-        return UOp(Ops.SHRINK, view.dtype, (view,), tuple((b, b + s) for (b, _), s in zip(arg, in_shape)))
+        return UOp(Ops.SHRINK, view.dtype, (view, *starts), tuple((b, b + s) for (b, _), s in zip(arg, in_shape)))
     if op is Ops.SHRINK:  # the view padded the buffer (a strided slice pads up to a multiple of its step)
-        return UOp(Ops.PAD, view.dtype, (view,), tuple((b, n - e) for (b, e), n in zip(arg, in_shape)))
+        return UOp(Ops.PAD, view.dtype, (view, *starts), tuple((b, n - e) for (b, e), n in zip(arg, in_shape)))
     return None
 
 
@@ -337,9 +338,10 @@ def written_view(out: UOp, value: UOp) -> tuple[UOp, UOp] | None:
         return None
     hit, placed, view = value.src
     while not _all_true(hit):
-        if hit.op is not placed.op or hit.arg != placed.arg or len(hit.src) != 1 or len(placed.src) != 1:
+        same_starts = len(hit.src) == len(placed.src) and all(x is y for x, y in zip(hit.src[1:], placed.src[1:]))
+        if hit.op is not placed.op or hit.arg != placed.arg or not same_starts:
             return None
-        undone = _undo_placement(view, hit.op, hit.arg, hit.src[0].shape)
+        undone = _undo_placement(view, hit.op, hit.arg, hit.src[0].shape, hit.src[1:])
         if undone is None:
             return None
         hit, placed, view = hit.src[0], placed.src[0], undone

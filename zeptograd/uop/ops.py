@@ -497,6 +497,34 @@ class UOp(MathMixin):
             raise ValueError(f"variable {name!r}: min {min_val} is greater than max {max_val}")
         return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
 
+    def bind(self, value: int) -> UOp:
+        """This variable bound to `value`: `STORE(DEFINE_VAR, CONST)`, an assignment of the variable. Shapes and
+        kernels see the variable (its range, never the value); the value is passed when a kernel runs.
+
+        >>> n = UOp.variable("n", 1, 8).bind(3)
+        >>> n.unbind()[1], n.vmax
+        (3, 8)
+        """
+        if self.op is not Ops.DEFINE_VAR:
+            raise TypeError(f"bind: only a variable (DEFINE_VAR) can be bound, not a {self.op.name}")
+        name, lo, hi = self.arg
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"bind: variable {name!r} takes an int, got {value!r}")
+        if not lo <= value <= hi:
+            raise ValueError(f"bind: {value} is outside the range [{lo}, {hi}] of variable {name!r}")
+        return UOp(Ops.STORE, self.dtype, (self, UOp.const(self.dtype, value)))
+
+    def unbind(self) -> tuple[UOp, int]:
+        """(the variable, its value) of a bound variable.
+
+        >>> v = UOp.variable("n", 0, 4)
+        >>> v.bind(2).unbind() == (v, 2)
+        True
+        """
+        if not is_bound_variable(self):
+            raise TypeError(f"unbind: {self.op.name} is not a bound variable (made by Variable(...).bind(value))")
+        return self.src[0], self.src[1].arg
+
     @staticmethod
     def range(end: sint, axis: int, dtype: DType = dtypes.index) -> UOp:
         """A loop index over [0, end) (RANGE); `axis` tells loops apart."""
@@ -773,3 +801,23 @@ def smin(*args: sint) -> sint:
         if v is not ret:
             ret = ret.minimum(v)
     return ret
+
+
+def is_bound_variable(u: UOp) -> bool:
+    """Whether `u` is a variable bound to a value (`STORE(DEFINE_VAR, CONST)`, made by `UOp.bind`)."""
+    return u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_VAR and u.src[1].op is Ops.CONST
+
+
+def Variable(name: str, min_val: int, max_val: int) -> UOp:
+    """A symbolic integer named `name` in [min_val, max_val]: bound to a value (`.bind(n)`), it stands in slices
+    (`cache[v:v + 1]`, a constant length from a symbolic start) and as a scalar (`Tensor(v)`). Every kernel that
+    uses it is compiled once for the whole range and takes the value when it runs, the schedule is cached by the
+    range, and a TinyJit capture given a bound variable as an argument replays for any value.
+
+    >>> from zeptograd import Tensor
+    >>> pos = Variable("pos", 0, 3)
+    >>> x = Tensor([10, 11, 12, 13])
+    >>> [x[pos.bind(i) : pos.bind(i) + 1].item() for i in range(4)]
+    [10, 11, 12, 13]
+    """
+    return UOp.variable(name, min_val, max_val)

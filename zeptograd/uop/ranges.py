@@ -166,6 +166,8 @@ def compute_range(u: UOp) -> Range:
         ret = _alu_range(u, src_ranges)
     elif op is Ops.DEFINE_VAR:
         ret = u.arg[1], u.arg[2]
+    elif op is Ops.STORE and u.src[0].op is Ops.DEFINE_VAR:
+        ret = u.src[0].vmin, u.src[0].vmax  # a bound variable ranges as its variable: the value is not baked in
     elif op in (Ops.RANGE, Ops.SPECIAL, Ops.UNROLL):
         ret = 0, max(0, u.src[0].vmax - 1)
     elif op is Ops.CAST and _int_like(u.src[0].dtype):
