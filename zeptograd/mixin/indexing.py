@@ -25,6 +25,7 @@ import numpy as np
 
 from zeptograd.dtype import dtypes
 from zeptograd.helpers import ArgumentError
+from zeptograd.mixin.movement import symbolic_str
 from zeptograd.uop.ops import Ops, UOp
 from zeptograd.uop.shape import inverse_permutation
 
@@ -249,7 +250,9 @@ class IndexingMixin:
                     n = n.arg if n.op is Ops.CONST else -1
                     if n < 0:
                         raise NotImplementedError(
-                            f"{op}: the slice {v} of axis {axis} has a symbolic length: shapes are constants, so a "
+                            f"{op}: the slice [{'' if v.start is None else symbolic_str(v.start)}:"
+                            f"{symbolic_str(v.stop)}] "
+                            f"of axis {axis} has a symbolic length: shapes are constants, so a "
                             "symbolic slice takes a constant length from a symbolic start (x[v:v + n])"
                         )
                 bounds.append((start, stop))

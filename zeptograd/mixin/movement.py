@@ -34,6 +34,13 @@ def _int_tuple(x: Any, op: str, what: str) -> tuple[int, ...]:
     return (int_arg(x, op, what),)
 
 
+def symbolic_str(x: Any) -> str:
+    """A bound or symbolic expression as its variables' names (`pos+1`), never their values; anything else as str."""
+    if not isinstance(x, UOp):
+        return str(x)
+    return str(x.substitute({u: u.src[0] for u in x.toposort() if is_bound_variable(u)}))
+
+
 class MovementMixin:
     """Ops that change which element sits where, never the values."""
 
@@ -375,13 +382,6 @@ class MovementMixin:
         """A shrink whose starts are symbolic (expressions of a bound Variable) and whose sizes are constants: the
         SHRINK takes each axis's symbolic start as a source after the tensor (0 where the start is an int)."""
 
-        def named(x: Any) -> str:  # an expression with its variables by name, not their values
-            return (
-                str(x.substitute({u: u.src[0] for u in x.toposort() if is_bound_variable(u)}))
-                if isinstance(x, UOp)
-                else str(x)
-            )
-
         sizes, starts = [], []
         for axis, (a, s) in enumerate(zip(arg, self.shape)):
             b, e = (0, s) if a is None else a
@@ -395,14 +395,15 @@ class MovementMixin:
             size = (e_u - b_u).simplify()
             if size.op is not Ops.CONST:
                 raise NotImplementedError(
-                    f"shrink: axis {axis} would have the symbolic size {named(e)} - {named(b)}: shapes are constants, "
-                    "so a symbolic slice takes a constant length from a symbolic start (x[v:v + n])"
+                    f"shrink: axis {axis} would have the symbolic size {symbolic_str(e)} - {symbolic_str(b)}: shapes "
+                    "are constants, so a symbolic slice takes a constant length from a symbolic start (x[v:v + n])"
                 )
             lo, hi = b_u.vmin, e_u.vmax
             if size.arg < 0 or lo < 0 or hi > s:
                 raise IndexError(
-                    f"shrink: the slice [{named(b)}, {named(e)}) of axis {axis} (size {s}) reaches [{lo}, {hi}) over "
-                    "its variables' ranges: every value in a Variable's range must give a slice inside the axis"
+                    f"shrink: the slice [{symbolic_str(b)}, {symbolic_str(e)}) of axis {axis} (size {s}) reaches "
+                    f"[{lo}, {hi}) over its variables' ranges: every value in a Variable's range must give a slice "
+                    "inside the axis"
                 )
             sizes.append((0, int(size.arg)))
             starts.append(b_u.simplify())
