@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeptograd import Tensor, nn
+from zeptograd.uop.ops import UOp
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,22 @@ class CausalSelfAttention:
     def __init__(self, config: GPTConfig):
         if config.d_model % config.n_heads:
             raise ValueError(f"GPT: d_model {config.d_model} is not a multiple of n_heads {config.n_heads}")
-        self.n_heads = config.n_heads
+        self.n_heads, self.context = config.n_heads, config.context
         self.c_attn = nn.Linear(config.d_model, 3 * config.d_model)
         self.c_proj = nn.Linear(config.d_model, config.d_model)
+        self.cache: nn.KVCache | None = None
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def __call__(self, x: Tensor, start_pos: int | UOp | None = None) -> Tensor:
         B, T, D = x.shape
         q, k, v = self.c_attn(x).split(D, dim=-1)
-        q, k, v = (t.reshape(B, T, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))
-        y = q.scaled_dot_product_attention(k, v, is_causal=True)
+        q, k, v = (t.reshape(B, T, self.n_heads, D // self.n_heads) for t in (q, k, v))
+        if start_pos is None:
+            y = q.transpose(1, 2).scaled_dot_product_attention(k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        else:
+            if self.cache is None or self.cache.shape[0] != B:
+                self.cache = nn.KVCache(B, self.context, self.n_heads, D // self.n_heads, x.dtype, x.device)
+            keys, values, seen = self.cache(k, v, start_pos)
+            y = q.transpose(1, 2).scaled_dot_product_attention(keys, values, attn_mask=seen)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, D))
 
 
@@ -66,13 +74,17 @@ class Block:
         self.ln_2 = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
 
-    def __call__(self, x: Tensor) -> Tensor:
-        x = x + self.attn(self.ln_1(x))
+    def __call__(self, x: Tensor, start_pos: int | UOp | None = None) -> Tensor:
+        x = x + self.attn(self.ln_1(x), start_pos)
         return x + self.mlp(self.ln_2(x))
 
 
 class GPT:
-    """(B, T) token ids -> (B, T, vocab_size) logits, T at most `config.context`."""
+    """(B, T) token ids -> (B, T, vocab_size) logits, T at most `config.context`.
+
+    With `start_pos` (an int, or a bound `Variable` for one TinyJit capture of every step) the tokens sit at
+    positions [start_pos, start_pos + T) after those of earlier calls: each attention layer keeps its keys and
+    values in a `KVCache`, so decoding a token costs one position, not the whole sequence again."""
 
     def __init__(self, config: GPTConfig):
         self.config = config
@@ -105,12 +117,15 @@ class GPT:
                     layer.bias = Tensor.zeros(*layer.bias.shape, dtype=layer.bias.dtype).contiguous().realize()
                     layer.bias.requires_grad_(True)
 
-    def __call__(self, idx: Tensor) -> Tensor:
+    def __call__(self, idx: Tensor, start_pos: int | UOp | None = None) -> Tensor:
         if idx.ndim != 2 or idx.shape[1] > self.config.context:
             raise ValueError(
                 f"GPT: expected (batch, tokens) ids with at most {self.config.context} tokens, got {idx.shape}"
             )
-        x = self.wte(idx) + self.wpe(Tensor.arange(idx.shape[1]))
+        positions = Tensor.arange(idx.shape[1])
+        if start_pos is not None:
+            positions = positions + (Tensor(start_pos) if isinstance(start_pos, UOp) else start_pos)
+        x = self.wte(idx) + self.wpe(positions)
         for block in self.h:
-            x = block(x)
+            x = block(x, start_pos)
         return self.lm_head(self.ln_f(x))

@@ -51,6 +51,7 @@ __all__ = [
     "LSTMCell",
     "Embedding",
     "Dropout",
+    "KVCache",
 ]
 
 # *** argument checks and parameter creation ***
@@ -853,3 +854,6 @@ class Dropout:
         if not isinstance(x, Tensor):
             raise TypeError(f"Dropout: the input must be a Tensor, got {type(x).__name__}")
         return x.dropout(self.p)
+
+
+from zeptograd.nn.kv_cache import KVCache  # noqa: E402 (it builds on the layers above)

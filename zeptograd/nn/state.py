@@ -60,7 +60,8 @@ _NOT_STATE = (type, types.ModuleType, types.FunctionType, types.MethodType, type
 def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
     """Every Tensor reachable from `obj` by name: attributes (an object's `__dict__`, namedtuple fields),
     list and tuple items (keys "0", "1", ...) and dict items (their keys), joined with dots. A tensor reachable
-    by two names is listed under both (tied weights); a reference cycle is not followed.
+    by two names is listed under both (tied weights); a reference cycle is not followed. Objects whose class sets
+    `persistent = False` (a `KVCache`) are working memory, not state, and are left out.
 
     >>> class Net:
     ...     def __init__(self):
@@ -81,6 +82,8 @@ def _walk(obj: Any, prefix: str, out: dict[str, Tensor], path: set[int]) -> None
         out[prefix.rstrip(".")] = obj
         return
     if isinstance(obj, (str, bytes, int, float, complex, bool, np.ndarray, np.generic, _NOT_STATE)) or obj is None:
+        return
+    if getattr(type(obj), "persistent", True) is False:  # working memory, not state: a KVCache
         return
     if id(obj) in path:  # a back reference (a child holding its parent): its tensors are listed already
         return
