@@ -4,6 +4,7 @@ them (`Sampler`), appended, and again.
 The model is run on the whole sequence at each step. The sequence is padded at the end to the next power of two
 (at most the model's `max_seq_len`): a causal model's logits at a position do not depend on what follows it, and a
 few lengths mean a few sets of kernels, compiled once and reused, where every new length would compile its own.
+The logits of the last real position are picked by a Tensor index, so that the kernels do not change with it.
 `next_token_logits` is the one place that runs the model, so a cached decoder can take its place.
 
 >>> import os, tempfile
@@ -45,7 +46,9 @@ def next_token_logits(model: Any, ids: Sequence[int]) -> np.ndarray:
     padded = min(1 << (n - 1).bit_length(), limit)
     tokens = np.zeros((1, padded), np.int32)
     tokens[0, :n] = ids
-    return model(Tensor(tokens))[0, n - 1].numpy()
+    # the position is picked by a Tensor index, data rather than a constant of the graph, so that each step of one
+    # padded length runs the same kernels
+    return model(Tensor(tokens))[0][Tensor(np.array([n - 1], np.int32))].numpy()[0]
 
 
 def generate_tokens(
