@@ -9,6 +9,7 @@ import pytest
 
 from zeptograd.dtype import dtypes
 from zeptograd.examples import symbolic as demo
+from zeptograd.models.tiny_gguf import tiny_vocabulary
 from zeptograd.uop import Ops, UOp
 
 
@@ -79,3 +80,19 @@ def test_onnx_resnet_example_matches_onnxruntime():
     ).stdout
     assert "matches onnxruntime: yes" in out
     assert "zeptograd " in out and "onnxruntime " in out and "ms per call" in out
+
+
+def test_llama_example_generates_offline_from_a_tiny_gguf():
+    run = subprocess.run(
+        [sys.executable, "-m", "zeptograd.examples.llama", "--tokens", "6", "--prompt", "Hello world"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("model: tiny-llama.gguf: dim 64, 2 layers, 4 heads (2 key/value)")
+    # both words are pieces of the tiny vocabulary: the prompt is the BOS id and theirs
+    tokens = tiny_vocabulary()[0]
+    assert lines[2] == f"prompt: 3 tokens [1, {tokens.index('▁Hello')}, {tokens.index('▁world')}]"
+    assert lines[3].startswith("Hello world")
+    assert lines[-1].startswith("6 tokens in ") and "tokens/s" in lines[-1]

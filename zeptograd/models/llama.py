@@ -8,6 +8,10 @@ The rotary embedding is Meta's convention (not Hugging Face's `rotate_half`): th
 `position * rope_theta ** (-2i / head_dim)`. (Hugging Face checkpoints permute the rows of `wq` and `wk` to use
 `rotate_half` instead; such weights need that permutation undone to load here.)
 
+`Llama.from_gguf` builds a model from a llama.cpp GGUF file: the sizes from its metadata, the weights from its
+tensors. llama.cpp's converter undoes Hugging Face's permutation, so a GGUF's `attn_q` and `attn_k` rotate adjacent
+pairs (llama.cpp's "normal" rope), which is Meta's convention above: the weights load as they are.
+
 >>> from zeptograd import Tensor
 >>> model = Llama(LlamaConfig(vocab_size=16, dim=8, n_layers=1, n_heads=2, n_kv_heads=1, max_seq_len=8))
 >>> model(Tensor([[1, 2, 3]])).shape
@@ -16,11 +20,16 @@ The rotary embedding is Meta's convention (not Hugging Face's `rotate_half`): th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from zeptograd import Tensor, nn
+from zeptograd.helpers import ArgumentError
+from zeptograd.nn.gguf import gguf_load
+from zeptograd.nn.state import load_state_dict
 
 
 @dataclass(frozen=True)
@@ -175,3 +184,183 @@ class Llama:
         for layer in self.layers:
             h = layer(h, cos, sin)
         return self.output(self.norm(h))
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike, max_seq_len: int | None = None) -> Llama:
+        """The LLaMA stored in a GGUF file: its sizes from the metadata (`general.architecture` "llama"), its
+        weights from the tensors, quantized ones dequantized to float32 (F32, F16, BF16 and every block format
+        `gguf_load` reads). `max_seq_len` (None: the file's `llama.context_length`) bounds the rotary tables.
+        Without an `output.weight`, the output head is the token embedding (tied).
+
+        >>> import os, tempfile
+        >>> from zeptograd.models.tiny_gguf import write_tiny_llama_gguf
+        >>> path = write_tiny_llama_gguf(os.path.join(tempfile.mkdtemp(), "tiny.gguf"), dim=32, n_layers=1)
+        >>> model = Llama.from_gguf(path)
+        >>> model.config.n_layers, model(Tensor([[1, 2, 3]])).shape[-1] == model.config.vocab_size
+        (1, True)
+        """
+        return cls.from_gguf_tensors(*gguf_load(path), max_seq_len=max_seq_len, source=str(path))
+
+    @classmethod
+    def from_gguf_tensors(
+        cls,
+        metadata: dict[str, Any],
+        tensors: dict[str, Tensor],
+        max_seq_len: int | None = None,
+        source: str = "the GGUF tensors",
+    ) -> Llama:
+        """`from_gguf` on what `gguf_load` returned (the metadata and the tensors by their GGUF names).
+
+        >>> import os, tempfile
+        >>> from zeptograd.models.tiny_gguf import write_tiny_llama_gguf
+        >>> path = write_tiny_llama_gguf(os.path.join(tempfile.mkdtemp(), "tiny.gguf"), dim=32, n_layers=1)
+        >>> Llama.from_gguf_tensors(*gguf_load(path), max_seq_len=8).config.max_seq_len
+        8
+        """
+        config = gguf_llama_config(metadata, tensors, max_seq_len, source)
+        state, tied = _gguf_state_dict(config, tensors, source)
+        model = cls(config)
+        load_state_dict(model, state, strict=not tied)
+        if tied:
+            model.output.weight = model.tok_embeddings.weight
+        return model
+
+
+_OP = "Llama.from_gguf"
+
+
+def _metadata_int(metadata: dict[str, Any], key: str, source: str, default: int | None = None) -> int:
+    value = metadata.get(key, default)
+    if value is None:
+        raise ArgumentError(f"{_OP}: {source} has no metadata {key!r}, which a LLaMA needs")
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ArgumentError(f"{_OP}: {source}: metadata {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def _metadata_float(metadata: dict[str, Any], key: str, source: str, default: float) -> float:
+    value = metadata.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise ArgumentError(f"{_OP}: {source}: metadata {key!r} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def gguf_llama_config(
+    metadata: dict[str, Any], tensors: dict[str, Tensor], max_seq_len: int | None = None, source: str = "the GGUF"
+) -> LlamaConfig:
+    """The LlamaConfig a GGUF's metadata describes (the `llama.*` keys; the vocabulary size is the number of rows
+    of `token_embd.weight`).
+
+    >>> import numpy as np
+    >>> meta = {"general.architecture": "llama", "llama.embedding_length": 8, "llama.block_count": 1,
+    ...         "llama.attention.head_count": 2, "llama.feed_forward_length": 16}
+    >>> config = gguf_llama_config(meta, {"token_embd.weight": Tensor(np.zeros((5, 8), np.float32))})
+    >>> config.vocab_size, config.kv_heads, config.hidden_dim, config.max_seq_len
+    (5, 2, 16, 2048)
+    """
+    arch = metadata.get("general.architecture")
+    if arch != "llama":
+        raise ArgumentError(f"{_OP}: {source} holds a {arch!r} model (general.architecture), not a 'llama'")
+    dim = _metadata_int(metadata, "llama.embedding_length", source)
+    n_heads = _metadata_int(metadata, "llama.attention.head_count", source)
+    if dim % n_heads:
+        raise ArgumentError(f"{_OP}: {source}: embedding_length {dim} is not a multiple of head_count {n_heads}")
+    rope_dims = _metadata_int(metadata, "llama.rope.dimension_count", source, dim // n_heads)
+    if rope_dims != dim // n_heads:
+        raise ArgumentError(
+            f"{_OP}: {source}: llama.rope.dimension_count is {rope_dims}, the head width {dim // n_heads}; a rotary "
+            "embedding over part of each head is not supported"
+        )
+    scaling = metadata.get("llama.rope.scaling.type", "none")
+    if scaling != "none" or "rope_freqs.weight" in tensors:
+        what = f"llama.rope.scaling.type {scaling!r}" if scaling != "none" else "rope_freqs.weight (frequency factors)"
+        raise ArgumentError(f"{_OP}: {source} scales its rotary embedding ({what}), which is not supported")
+    if "token_embd.weight" not in tensors:
+        raise ArgumentError(f"{_OP}: {source} has no tensor 'token_embd.weight' (the token embedding)")
+    context = _metadata_int(metadata, "llama.context_length", source, 2048)
+    return LlamaConfig(
+        vocab_size=tensors["token_embd.weight"].shape[0],
+        dim=dim,
+        n_layers=_metadata_int(metadata, "llama.block_count", source),
+        n_heads=n_heads,
+        n_kv_heads=_metadata_int(metadata, "llama.attention.head_count_kv", source, n_heads),
+        hidden_dim=_metadata_int(metadata, "llama.feed_forward_length", source),
+        norm_eps=_metadata_float(metadata, "llama.attention.layer_norm_rms_epsilon", source, 1e-5),
+        rope_theta=_metadata_float(metadata, "llama.rope.freq_base", source, 10000.0),
+        max_seq_len=context if max_seq_len is None else max_seq_len,
+    )
+
+
+# GGUF tensor name -> Meta's name, per block and for the whole model
+_BLOCK_NAMES = {
+    "attn_norm": "attention_norm",
+    "attn_q": "attention.wq",
+    "attn_k": "attention.wk",
+    "attn_v": "attention.wv",
+    "attn_output": "attention.wo",
+    "ffn_norm": "ffn_norm",
+    "ffn_gate": "feed_forward.w1",
+    "ffn_down": "feed_forward.w2",
+    "ffn_up": "feed_forward.w3",
+}
+_MODEL_NAMES = {"token_embd": "tok_embeddings", "output_norm": "norm", "output": "output"}
+
+
+def gguf_to_meta_name(name: str) -> str | None:
+    """Meta's parameter name for a GGUF tensor name of a LLaMA (`blk.0.attn_q.weight` -> `layers.0.attention.wq
+    .weight`), None for a name that is not one.
+
+    >>> gguf_to_meta_name("blk.3.ffn_gate.weight"), gguf_to_meta_name("output_norm.weight")
+    ('layers.3.feed_forward.w1.weight', 'norm.weight')
+    """
+    if not name.endswith(".weight"):
+        return None
+    stem = name[: -len(".weight")]
+    if stem in _MODEL_NAMES:
+        return f"{_MODEL_NAMES[stem]}.weight"
+    parts = stem.split(".")
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _BLOCK_NAMES:
+        return f"layers.{int(parts[1])}.{_BLOCK_NAMES[parts[2]]}.weight"
+    return None
+
+
+def _gguf_state_dict(config: LlamaConfig, tensors: dict[str, Tensor], source: str) -> tuple[dict[str, Tensor], bool]:
+    """The model's state dict by Meta's names from the GGUF tensors, and whether the output head is tied to the
+    embedding. Every tensor is checked first, so the error lists all that is missing, unknown or misshapen."""
+    head, kv, hidden = config.n_heads * config.head_dim, config.kv_heads * config.head_dim, config.ffn_hidden_dim
+    block_shapes = {
+        "attn_norm": (config.dim,),
+        "attn_q": (head, config.dim),
+        "attn_k": (kv, config.dim),
+        "attn_v": (kv, config.dim),
+        "attn_output": (config.dim, head),
+        "ffn_norm": (config.dim,),
+        "ffn_gate": (hidden, config.dim),
+        "ffn_down": (config.dim, hidden),
+        "ffn_up": (hidden, config.dim),
+    }
+    expected = {
+        "token_embd.weight": (config.vocab_size, config.dim),
+        "output_norm.weight": (config.dim,),
+        "output.weight": (config.vocab_size, config.dim),
+    }
+    for i in range(config.n_layers):
+        expected.update({f"blk.{i}.{stem}.weight": shape for stem, shape in block_shapes.items()})
+    tied = "output.weight" not in tensors
+    missing = [name for name in expected if name not in tensors and name != "output.weight"]
+    unknown = [name for name in tensors if name not in expected]
+    misshapen = [
+        f"{name} is {tuple(tensors[name].shape)}, expected {shape}"
+        for name, shape in expected.items()
+        if name in tensors and tuple(tensors[name].shape) != shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing tensors {missing}")
+    if unknown:
+        problems.append(f"tensors a LLaMA of {config.n_layers} blocks does not have {unknown}")
+    if misshapen:
+        problems.append("mismatched shapes: " + "; ".join(misshapen))
+    if problems:
+        raise ArgumentError(f"{_OP}: {source}: " + "; ".join(problems))
+    return {str(gguf_to_meta_name(name)): value for name, value in tensors.items()}, tied

@@ -13,6 +13,9 @@ float16 and the quants unpacked with shifts and masks, all as lazy Tensor ops, s
 kernel on the device and the result is float32 (tinygrad's choice, and the gguf package's). Plain types keep
 their dtype (F16 stays float16, BF16 bfloat16). The block layouts are ggml's (ggml-common.h); each row of a
 quantized tensor (its innermost dim) is a whole number of blocks.
+
+`gguf_save` writes the other way, plain types only (F32, F16, F64 and the integers): enough to make a small
+model file without the gguf package.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from zeptograd.engine.realize import device_name
 from zeptograd.helpers import ArgumentError, existing_file
 from zeptograd.tensor import Tensor
 
-__all__ = ["gguf_load"]
+__all__ = ["gguf_load", "gguf_save"]
 
 _MAGIC = b"GGUF"
 _VERSIONS = (2, 3)
@@ -447,3 +450,82 @@ def gguf_load(path: str | os.PathLike, device: str | None = None) -> tuple[dict[
             out = spec.dequantize(raw.reshape(-1, spec.nbytes)) if nbytes else Tensor.empty(0, device=device)
         tensors[info.name] = out.reshape(shape)
     return metadata, tensors
+
+
+# *** writing a file ***
+
+_PLAIN_TYPE_IDS = {spec.dtype: tid for tid, spec in _TYPES.items() if isinstance(spec, _Plain)}
+
+
+def _encode_value(value: Any, key: str) -> tuple[int, bytes]:
+    """(value type id, bytes) of a metadata value: bool, int (UINT32 when it fits, else INT64), float (FLOAT32), str,
+    or a non-empty list of one of these."""
+    if isinstance(value, bool):
+        return 7, struct.pack("<?", value)
+    if isinstance(value, int):
+        if 0 <= value < 2**32:
+            return 4, struct.pack("<I", value)
+        if -(2**63) <= value < 2**63:
+            return 11, struct.pack("<q", value)
+        raise ArgumentError(f"gguf_save: metadata {key!r}: {value} does not fit in 64 bits")
+    if isinstance(value, float):
+        return 6, struct.pack("<f", value)
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+        return _STRING, struct.pack("<Q", len(raw)) + raw
+    if isinstance(value, (list, tuple)) and value:
+        # one element type for the whole array: the widest any element needs
+        encoded = [_encode_value(v, key) for v in value]
+        types = {t for t, _ in encoded}
+        if types == {4, 11}:
+            encoded = [(11, struct.pack("<q", v)) for v in value]
+        elif len(types) != 1 or _ARRAY in types:
+            raise ArgumentError(f"gguf_save: metadata {key!r}: an array must hold values of one scalar or string type")
+        return _ARRAY, struct.pack("<IQ", encoded[0][0], len(value)) + b"".join(b for _, b in encoded)
+    raise ArgumentError(
+        f"gguf_save: metadata {key!r}: a value must be a bool, int, float, str or a non-empty list of them, got "
+        f"{type(value).__name__}"
+    )
+
+
+def _key_string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def gguf_save(path: str | os.PathLike, metadata: dict[str, Any], tensors: dict[str, Tensor | np.ndarray]) -> None:
+    """Write a GGUF file (version 3) of `metadata` (key -> bool, int, float, str, or a list of one of these) and
+    `tensors` (name -> Tensor or numpy array of a plain type, stored as it is: F32, F16, F64, I8 ... I64).
+    Integers are written as UINT32 where they fit, else INT64, floats as FLOAT32. `gguf_load` reads it back.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "small.gguf")
+    >>> gguf_save(path, {"general.name": "small", "sizes": [1, 2]}, {"w": Tensor([[1.0, 2.0]])})
+    >>> metadata, tensors = gguf_load(path)
+    >>> metadata["sizes"], tensors["w"].tolist()
+    ([1, 2], [[1.0, 2.0]])
+    """
+    alignment = metadata.get("general.alignment", _DEFAULT_ALIGNMENT)
+    header = bytearray(_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(metadata)))
+    for key, value in metadata.items():
+        vtype, raw = _encode_value(value, key)
+        header += _key_string(key) + struct.pack("<I", vtype) + raw
+    datas: list[bytes] = []
+    offset = 0
+    for name, value in tensors.items():
+        array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+        dtype = dtypes.fields().get(array.dtype.name)
+        if dtype not in _PLAIN_TYPE_IDS:
+            raise ArgumentError(
+                f"gguf_save: tensor {name!r} has dtype {array.dtype}; the types written are "
+                f"{', '.join(d.name for d in _PLAIN_TYPE_IDS if d != dtypes.bfloat16)}"
+            )
+        dims = tuple(reversed(array.shape))  # innermost first
+        header += _key_string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        header += struct.pack("<IQ", _PLAIN_TYPE_IDS[dtype], offset)
+        raw = np.ascontiguousarray(array).tobytes()
+        datas.append(raw + bytes(-len(raw) % alignment))
+        offset += len(datas[-1])
+    with open(os.fspath(path), "wb") as f:
+        f.write(bytes(header) + bytes(-len(header) % alignment))
+        f.write(b"".join(datas))

@@ -35,7 +35,7 @@ from zeptograd.dtype import NARROW_FLOATS, DType, dtypes, np_dtype
 from zeptograd.engine.disk import disk_window, is_disk
 from zeptograd.engine.realize import device_name
 from zeptograd.helpers import ArgumentError, existing_file, path_arg
-from zeptograd.nn.gguf import gguf_load
+from zeptograd.nn.gguf import gguf_load, gguf_save
 from zeptograd.nn.torch_load import torch_load
 from zeptograd.tensor import Tensor
 from zeptograd.uop.buffers import view_of
@@ -50,6 +50,7 @@ __all__ = [
     "safe_load",
     "safe_load_metadata",
     "gguf_load",
+    "gguf_save",
     "torch_load",
 ]
 
