@@ -183,3 +183,35 @@ def test_out_of_range_data_and_dlpack_are_clear_errors():
         Tensor([1, 8], dtype="int4")
     with pytest.raises(TypeError, match="DLPack cannot lend int4"):
         np.from_dlpack(Tensor([1, 2], dtype="int4"))
+
+
+RENDERERS = [
+    ("zeptograd.renderer.cstyle", "CRenderer"),
+    ("zeptograd.renderer.cuda", "CUDARenderer"),
+    ("zeptograd.renderer.hip", "HIPRenderer"),
+    ("zeptograd.renderer.llvmir", "LLVMRenderer"),
+    ("zeptograd.renderer.opencl", "OpenCLRenderer"),
+    ("zeptograd.renderer.ptx", "PTXRenderer"),
+    ("zeptograd.renderer.triton", "TritonRenderer"),
+    ("zeptograd.renderer.wgsl", "WGSLRenderer"),
+]
+
+
+@pytest.mark.parametrize("module, name", RENDERERS, ids=[n for _, n in RENDERERS])
+def test_every_renderer_renders_narrow_ints_or_names_them(module, name):
+    import importlib
+
+    from zeptograd.codegen import UnsupportedDType, get_program
+    from zeptograd.engine.facts import device_facts
+    from zeptograd.schedule.kernelize import create_schedule
+
+    renderer = getattr(importlib.import_module(module), name)()
+    a = Tensor(np.arange(-8, 8, dtype=np.int8)).cast("int4").realize()
+    out = (a * a + a).cast(dtypes.float32) + Tensor(np.linspace(-9, 9, 16, dtype=np.float32)).cast("uint4")
+    (item,), _ = create_schedule([out.uop], ["CPU"], device_facts)
+    if dtypes.uint8 not in renderer.supported_dtypes():
+        with pytest.raises(UnsupportedDType, match="does not support dtypes.int4"):
+            get_program(item.ast, renderer)
+        return
+    program = get_program(item.ast, renderer)  # lowered before rendering: no renderer sees a narrow int
+    assert program.src
