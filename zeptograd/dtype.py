@@ -193,20 +193,25 @@ class dtypes:
     void: Final = _scalar_dtype(-1, 0, "void", None)
     index: Final = _scalar_dtype(-1, 8, "index", None)
     bool: Final = _scalar_dtype(0, 1, "bool", "?")
-    int8: Final = _scalar_dtype(1, 1, "int8", "b")
-    uint8: Final = _scalar_dtype(2, 1, "uint8", "B")
-    int16: Final = _scalar_dtype(3, 2, "int16", "h")
-    uint16: Final = _scalar_dtype(4, 2, "uint16", "H")
-    int32: Final = _scalar_dtype(5, 4, "int32", "i")
-    uint32: Final = _scalar_dtype(6, 4, "uint32", "I")
-    int64: Final = _scalar_dtype(7, 8, "int64", "q")
-    uint64: Final = _scalar_dtype(8, 8, "uint64", "Q")
-    fp8e4m3: Final = _scalar_dtype(9, 1, "fp8e4m3", None)
-    fp8e5m2: Final = _scalar_dtype(10, 1, "fp8e5m2", None)
-    float16: Final = _scalar_dtype(11, 2, "float16", "e")
-    bfloat16: Final = _scalar_dtype(12, 2, "bfloat16", None)
-    float32: Final = _scalar_dtype(13, 4, "float32", "f")
-    float64: Final = _scalar_dtype(14, 8, "float64", "d")
+    # the narrow ints: one value per byte (as ml_dtypes keeps them), computed in int32 and wrapped to their width
+    int2: Final = _scalar_dtype(1, 1, "int2", None)
+    uint2: Final = _scalar_dtype(2, 1, "uint2", None)
+    int4: Final = _scalar_dtype(3, 1, "int4", None)
+    uint4: Final = _scalar_dtype(4, 1, "uint4", None)
+    int8: Final = _scalar_dtype(5, 1, "int8", "b")
+    uint8: Final = _scalar_dtype(6, 1, "uint8", "B")
+    int16: Final = _scalar_dtype(7, 2, "int16", "h")
+    uint16: Final = _scalar_dtype(8, 2, "uint16", "H")
+    int32: Final = _scalar_dtype(9, 4, "int32", "i")
+    uint32: Final = _scalar_dtype(10, 4, "uint32", "I")
+    int64: Final = _scalar_dtype(11, 8, "int64", "q")
+    uint64: Final = _scalar_dtype(12, 8, "uint64", "Q")
+    fp8e4m3: Final = _scalar_dtype(13, 1, "fp8e4m3", None)
+    fp8e5m2: Final = _scalar_dtype(14, 1, "fp8e5m2", None)
+    float16: Final = _scalar_dtype(15, 2, "float16", "e")
+    bfloat16: Final = _scalar_dtype(16, 2, "bfloat16", None)
+    float32: Final = _scalar_dtype(17, 4, "float32", "f")
+    float64: Final = _scalar_dtype(18, 8, "float64", "d")
 
     # aliases, as numpy/PyTorch/tinygrad spell them
     half: Final = float16
@@ -227,8 +232,8 @@ class dtypes:
     default_int: ClassVar[DType] = int32
 
     floats: Final = (fp8e4m3, fp8e5m2, float16, bfloat16, float32, float64)
-    uints: Final = (uint8, uint16, uint32, uint64)
-    sints: Final = (int8, int16, int32, int64)
+    uints: Final = (uint2, uint4, uint8, uint16, uint32, uint64)
+    sints: Final = (int2, int4, int8, int16, int32, int64)
     ints: Final = uints + sints
     all: Final = (bool,) + ints + floats
 
@@ -261,7 +266,7 @@ class dtypes:
         if dtypes.is_unsigned(dt):
             return 0
         if dtypes.is_int(dt):
-            return -(2 ** (8 * dt.itemsize - 1))
+            return -(2 ** (bit_width(dt) - 1))
         return -math.inf
 
     @staticmethod
@@ -273,9 +278,9 @@ class dtypes:
         if dt is dtypes.index:
             return math.inf
         if dtypes.is_unsigned(dt):
-            return 2 ** (8 * dt.itemsize) - 1
+            return 2 ** bit_width(dt) - 1
         if dtypes.is_int(dt):
-            return 2 ** (8 * dt.itemsize - 1) - 1
+            return 2 ** (bit_width(dt) - 1) - 1
         return math.inf
 
     @staticmethod
@@ -347,8 +352,14 @@ def to_dtype(x: Any) -> DType:
 
 # The promotion lattice (the same as tinygrad's, PyTorch-compatible where PyTorch defines a result):
 # each dtype lists the dtypes it promotes to directly.
+# The narrow ints sit below int8 and uint8 the same way (int4 + uint4 is int8, as in ml_dtypes; uint2 + uint4 is
+# uint4, where ml_dtypes never promotes to a narrow int and says uint8).
 _PROMO_PARENTS: dict[DType, tuple[DType, ...]] = {
-    dtypes.bool: (dtypes.int8, dtypes.uint8),
+    dtypes.bool: (dtypes.int2, dtypes.uint2),
+    dtypes.int2: (dtypes.int4,),
+    dtypes.uint2: (dtypes.int4, dtypes.uint4),
+    dtypes.int4: (dtypes.int8,),
+    dtypes.uint4: (dtypes.int8, dtypes.uint8),
     dtypes.int8: (dtypes.int16,),
     dtypes.int16: (dtypes.int32,),
     dtypes.int32: (dtypes.int64,),
@@ -459,6 +470,45 @@ FLOAT16_BITS = NarrowFloat(dtypes.uint16, 5, 10, finite=False, ieee=True)
 """
 
 
+class NarrowInt:
+    """An integer narrower than a byte, kept one value per byte as ml_dtypes keeps it: the byte holds the value's
+    `bits` low bits (two's complement for a signed one) and zeros above them. Its arithmetic is int32's, wrapped to
+    the width after every op. A float converts as ml_dtypes converts it: toward zero, and to 0 where that is out of
+    range (NaN and infinity too), which is one of the answers ONNX leaves open; an int keeps its low bits."""
+
+    def __init__(self, bits: int, signed: bool):
+        self.storage, self.bits, self.signed = dtypes.uint8, bits, signed
+        self.mask = (1 << bits) - 1
+        self.min = -(1 << (bits - 1)) if signed else 0
+        self.max = (1 << (bits - 1)) - 1 if signed else self.mask
+
+
+NARROW_INTS: dict[DType, NarrowInt] = {
+    dtypes.int2: NarrowInt(2, signed=True),
+    dtypes.uint2: NarrowInt(2, signed=False),
+    dtypes.int4: NarrowInt(4, signed=True),
+    dtypes.uint4: NarrowInt(4, signed=False),
+}
+"""The ints narrower than a byte, with their widths.
+
+>>> NARROW_INTS[dtypes.int4].min, NARROW_INTS[dtypes.int4].max, NARROW_INTS[dtypes.uint2].max
+(-8, 7, 3)
+"""
+
+NARROW: dict[DType, NarrowFloat | NarrowInt] = {**NARROW_FLOATS, **NARROW_INTS}
+"""Every dtype numpy has no type for: stored as the bits of an unsigned int and computed in a wider dtype."""
+
+
+def bit_width(dt: DType) -> int:
+    """The bits of a scalar int dtype's values (4 for int4, whose values take a byte each).
+
+    >>> bit_width(dtypes.int4), bit_width(dtypes.uint16)
+    (4, 16)
+    """
+    fmt = NARROW_INTS.get(dt.scalar())
+    return fmt.bits if fmt is not None else 8 * dt.scalar().itemsize
+
+
 def _round_narrow(x: float, fmt: NarrowFloat) -> float:
     # as PyTorch converts: to float32 first, then round-to-nearest-even to the format's precision and range
     x = _round_float(x, "f")
@@ -484,8 +534,8 @@ def _round_float(x: float, fmt: str) -> float:
 def truncate(value: Any, dt: DType) -> Any:
     """`value` as the scalar `dt` holds it: integers wrap to their width, floats round to their precision.
 
-    >>> truncate(2**31, dtypes.int32), truncate(1e40, dtypes.float32)
-    (-2147483648, inf)
+    >>> truncate(2**31, dtypes.int32), truncate(1e40, dtypes.float32), truncate(9, dtypes.int4)
+    (-2147483648, inf, -7)
     """
     dt = dt.scalar()
     if isinstance(value, bool) or dt is dtypes.bool:
@@ -506,7 +556,9 @@ def truncate(value: Any, dt: DType) -> Any:
             if not math.isfinite(value):
                 raise ValueError(f"cannot convert {value} to {dt!r}")
             value = int(value)  # C semantics: toward zero
-        bits = 8 * dt.itemsize
+            if (narrow := NARROW_INTS.get(dt)) is not None and not narrow.min <= value <= narrow.max:
+                return 0  # out of range: ml_dtypes' 0
+        bits = bit_width(dt)
         value = int(value) & ((1 << bits) - 1)
         if not dtypes.is_unsigned(dt) and value >= 1 << (bits - 1):
             value -= 1 << bits
@@ -518,13 +570,14 @@ _np_dtypes: dict[DType, np.dtype] = {}
 
 
 def np_dtype(dt: DType) -> np.dtype:
-    """The numpy dtype that stores `dt` (for bfloat16 and fp8: the unsigned int that holds their bits).
+    """The numpy dtype that stores `dt` (for bfloat16, fp8 and the narrow ints: the unsigned int that holds their
+    bits).
 
-    >>> np_dtype(dtypes.float16), np_dtype(dtypes.bfloat16)
-    (dtype('float16'), dtype('uint16'))
+    >>> np_dtype(dtypes.float16), np_dtype(dtypes.bfloat16), np_dtype(dtypes.int4)
+    (dtype('float16'), dtype('uint16'), dtype('uint8'))
     """
     if (ret := _np_dtypes.get(dt)) is None:
-        stored = fmt.storage if (fmt := NARROW_FLOATS.get(dt)) is not None else dt
+        stored = fmt.storage if (fmt := NARROW.get(dt)) is not None else dt
         if stored.fmt is None:
             raise TypeError(f"{dt!r} has no numpy equivalent and cannot be stored on this device yet")
         ret = _np_dtypes[dt] = np.dtype(stored.fmt)

@@ -18,7 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import NARROW_FLOATS, DType, category, dtypes, least_upper_dtype, np_dtype, result_type
+from zeptograd.dtype import (
+    NARROW,
+    NARROW_FLOATS,
+    NARROW_INTS,
+    DType,
+    category,
+    dtypes,
+    least_upper_dtype,
+    np_dtype,
+    result_type,
+)
 from zeptograd.engine import realize as engine
 from zeptograd.engine.disk import disk_copy, disk_view, disk_write, is_disk
 from zeptograd.engine.realize import lazy_tensors, live_tensors, realize
@@ -86,9 +96,12 @@ def _host_items(data: Any) -> tuple[Any, bool]:
 
 
 def _from_numpy_dtype(dt: np.dtype) -> DType:
-    if dt not in _NP_TO_DTYPE:
-        raise TypeError(f"Tensor: numpy dtype {dt} has no zeptograd dtype")
-    return _NP_TO_DTYPE[dt]
+    if dt in _NP_TO_DTYPE:
+        return _NP_TO_DTYPE[dt]
+    # ml_dtypes' types (bfloat16, float8_e4m3fn, int4, ...) go by the names zeptograd's dtypes have
+    if (narrow := dtypes.fields().get(dt.name)) in NARROW:
+        return narrow
+    raise TypeError(f"Tensor: numpy dtype {dt} has no zeptograd dtype")
 
 
 def _promote(operands: Sequence[Any]) -> DType:
@@ -346,9 +359,10 @@ class Tensor(
                 dt = dt or (_py_dtype(items, "Tensor") if pure else _from_numpy_dtype(arr.dtype))
                 if pure and arr.size and arr.dtype.kind in "iuO":
                     dt = _fit_ints(dt, int(arr.min()), int(arr.max()), dtype is not None, "Tensor")
-            # bfloat16 and fp8 have no numpy dtype: their values arrive as float32 and round on the device
-            narrow = dt if dt in NARROW_FLOATS else None
-            dt = dtypes.float32 if narrow else dt
+            # bfloat16, fp8 and the narrow ints have no numpy dtype: their values arrive as float32 (int32) and
+            # convert on the device
+            narrow = dt if dt in NARROW else None
+            dt = (dtypes.int32 if narrow in NARROW_INTS else dtypes.float32) if narrow else dt
             arr = arr.astype(np_dtype(dt), copy=False)
             buf = new_buffer(device, arr.size, dt)
             engine.buffer_of_view(buf).copyin(arr)  # copies in C order, whatever the strides (a 0-d array stays 0-d)
@@ -581,7 +595,8 @@ class Tensor(
         return engine.buffer_of_view(self.uop)
 
     def numpy(self) -> np.ndarray:
-        """The values as a numpy array of this tensor's dtype (float32 for bfloat16 and fp8, which numpy lacks).
+        """The values as a numpy array of this tensor's dtype (float32 for bfloat16 and fp8, int8 or uint8 for the
+        narrow ints: numpy lacks them).
 
         >>> Tensor([[1, 2]]).numpy()
         array([[1, 2]], dtype=int32)
@@ -596,6 +611,8 @@ class Tensor(
             return self.to("CPU").numpy()
         if self.dtype in NARROW_FLOATS:  # numpy has no bfloat16 or fp8: their float32 values, as torch's .float()
             return self.cast(dtypes.float32).numpy()
+        if (narrow := NARROW_INTS.get(self.dtype)) is not None:  # nor int4 ...: their int8 (uint8) values
+            return self.cast(dtypes.int8 if narrow.signed else dtypes.uint8).numpy()
         return self._buffer().numpy().reshape(self.shape)
 
     def item(self) -> Scalar:
@@ -624,8 +641,8 @@ class Tensor(
             return self
         if is_disk(device):
             values = self if not is_disk(self.device) else self.to("CPU")
-            if values.dtype in NARROW_FLOATS:
-                values = values.bitcast(NARROW_FLOATS[values.dtype].storage)
+            if values.dtype in NARROW:
+                values = values.bitcast(NARROW[values.dtype].storage)
             disk_write(device, values.numpy())
             return Tensor.empty(self.shape, dtype=self.dtype, device=device)
         if is_disk(self.device):

@@ -64,7 +64,8 @@ def test_a_nameless_node_is_named_by_its_outputs():
 
 
 @pytest.mark.parametrize(
-    "elem, name", [(TensorProto.STRING, "STRING"), (TensorProto.COMPLEX64, "COMPLEX64"), (TensorProto.INT4, "INT4")]
+    "elem, name",
+    [(TensorProto.STRING, "STRING"), (TensorProto.COMPLEX64, "COMPLEX64"), (TensorProto.FLOAT4E2M1, "FLOAT4E2M1")],
 )
 def test_an_input_of_a_missing_dtype_is_refused_by_name(elem, name):
     m = model([helper.make_node("Identity", ["x"], ["y"])], [info("x", elem, [2])], [info("y", elem, [2])])
@@ -76,7 +77,7 @@ def test_an_input_of_a_missing_dtype_is_refused_by_name(elem, name):
     "tensor, name",
     [
         (helper.make_tensor("w", TensorProto.STRING, [1], [b"a"]), "STRING"),
-        (helper.make_tensor("w", TensorProto.INT4, [2], [1, -2]), "INT4"),
+        (helper.make_tensor("w", TensorProto.FLOAT4E2M1, [2], [1.0, -2.0]), "FLOAT4E2M1"),
         (helper.make_tensor("w", TensorProto.COMPLEX128, [1], [1 + 2j]), "COMPLEX128"),
     ],
 )

@@ -19,7 +19,7 @@ import pytest
 from dtype_support import needs_dtype
 
 from zeptograd import GlobalCounters, Tensor, dtypes
-from zeptograd.dtype import DType
+from zeptograd.dtype import NARROW_INTS, DType
 
 DEVICES = ["CPU", "PYTHON"]
 DTYPES = [dtypes.float32, dtypes.float16, dtypes.int32, dtypes.bool]
@@ -693,6 +693,8 @@ def test_unknown_dtype_spellings_are_type_errors():
 
 def test_dtype_min_max_match_numpy():
     for dt in dtypes.ints:
+        if dt in NARROW_INTS:
+            continue  # numpy has no int4: test_narrow_int.py checks them against ml_dtypes
         info = np.iinfo(np.dtype(dt.name))
         assert (dt.min, dt.max) == (int(info.min), int(info.max)), dt
     assert (dtypes.bool.min, dtypes.bool.max) == (False, True)

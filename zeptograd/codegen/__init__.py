@@ -3,7 +3,8 @@
 The passes run in this order, each a named graph_rewrite (the spec of the stage is checked between
 passes when SPEC=1):
 
-0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py),
+0. `narrow floats`: bfloat16 and fp8 become their storage bits in memory and float32 values (narrowfloat.py), the
+   narrow ints (int4, uint4, int2, uint2) their bytes and int32 values,
    and so do the floats the renderer cannot compute in (`renderer.emulated_floats`: float16 in OpenCL without
    cl_khr_fp16);
    on a device without float64, `float64 -> float32`: the float64 math inside float32 ops (demote.py);
@@ -53,7 +54,7 @@ from zeptograd.codegen.lowering import (
 from zeptograd.codegen.narrowfloat import lower_narrow_floats
 from zeptograd.codegen.opt import Opt, OptError, OptOps, applied_opts, apply_opts, ast_name, max_local
 from zeptograd.codegen.transcendental import decompositions, target_of
-from zeptograd.dtype import PtrDType, dtypes
+from zeptograd.dtype import NARROW, PtrDType, dtypes
 from zeptograd.helpers import DEBUG, NOOPT, SPEC
 from zeptograd.renderer import Renderer
 from zeptograd.uop.ops import GroupOp, Ops, UOp
@@ -124,10 +125,24 @@ def plannable(ast: UOp) -> bool:
 def prepare(ast: UOp, renderer: Renderer) -> UOp:
     """A kernel AST as its plan is applied to it: narrow floats lowered, float64 demoted where the device lacks
     it, closed forms folded (pass 0). Preparing a prepared AST changes nothing."""
+    _check_narrow_storage(ast, renderer)
     ast = fold_closed_forms(lower_narrow_floats(ast, renderer.emulated_floats))
     if dtypes.float64 not in renderer.supported_dtypes():
         ast = demote_float64(ast)  # float64 math inside float32 ops, in float32 (demote.py)
     return ast
+
+
+def _check_narrow_storage(ast: UOp, renderer: Renderer) -> None:
+    """UnsupportedDType naming a narrow dtype (int4, bfloat16, ...) whose storage the device lacks (WebGPU has no
+    8-bit ints), before it is lowered to that storage."""
+    supported = renderer.supported_dtypes()
+    for u in ast.toposort():
+        dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
+        if (fmt := NARROW.get(dt.scalar())) is not None and fmt.storage not in supported:
+            raise UnsupportedDType(
+                f"the {renderer.device} device does not support {dt.scalar()!r}: it is stored as {fmt.storage!r}, "
+                f"which the device lacks (its dtypes: {', '.join(sorted(d.name for d in supported))})"
+            )
 
 
 def full_rewrite(ast: UOp, renderer: Renderer | None = None, opts: Sequence[Opt] | None = None) -> list[UOp]:

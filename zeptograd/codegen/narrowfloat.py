@@ -1,4 +1,5 @@
-"""Narrow floats (bfloat16, fp8e4m3, fp8e5m2) as bits in memory and float32 in registers.
+"""Narrow floats (bfloat16, fp8e4m3, fp8e5m2) as bits in memory and float32 in registers; narrow ints (int4, uint4,
+int2, uint2) as bytes in memory and int32 in registers.
 
 No target computes in these formats here, so before anything else a kernel is rewritten to: load the bits (an
 unsigned int of the same size), widen them to a float32 value, compute in float32, and round to the format's
@@ -6,17 +7,20 @@ nearest-even bits after every op whose result is narrow, as PyTorch rounds (fp8e
 finite value, bfloat16 and fp8e5m2 round to infinity): a fused kernel gives the values the ops give one by one,
 so a tensor's values never depend on what it was fused with.
 
+The narrow ints go the same way with int32 for float32: a byte holds the value's low bits (as ml_dtypes keeps it),
+an op's int32 result wraps to the width, and a float converts as ml_dtypes converts it (`NarrowInt`).
+
 A renderer may name more floats it cannot compute in (`renderer.emulated_floats`): float16 on an OpenCL device
 without cl_khr_fp16 is kept the same way, as IEEE binary16 bits (`FLOAT16_BITS`: round to nearest even, with
 denormals, infinities and NaN as IEEE 754 converts them), so it gives the values numpy's float16 ops give.
 
 The rules start where a narrow value is consumed (a store, a cast, a bitcast, a comparison) and widen it there:
-`CAST(x: narrow, float32)` is pushed down through x's ops to the loads, which read the storage bits. Every node
-the rules build is well typed, so the spec holds at every step.
+`CAST(x: narrow, float32)` (`int32` for a narrow int) is pushed down through x's ops to the loads, which read the
+storage bits. Every node the rules build is well typed, so the spec holds at every step.
 
 >>> from zeptograd.dtype import dtypes
 >>> from zeptograd.uop.ops import UOp
->>> encode(UOp.const(dtypes.float32, 1.0), NARROW_FLOATS[dtypes.bfloat16]).dtype
+>>> encode(UOp.const(dtypes.float32, 1.0), NARROW[dtypes.bfloat16]).dtype
 dtypes.uint16
 >>> from zeptograd.uop.ops import Ops
 >>> x = UOp.const(dtypes.float16, 1.0)
@@ -33,12 +37,13 @@ import math
 import struct
 from collections.abc import Iterable, Mapping
 
-from zeptograd.dtype import FLOAT16_BITS, NARROW_FLOATS, DType, NarrowFloat, PtrDType, dtypes
+from zeptograd.dtype import FLOAT16_BITS, NARROW, DType, NarrowFloat, NarrowInt, PtrDType, dtypes
 from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
 from zeptograd.uop.rewrite import graph_rewrite
 
 U32 = dtypes.uint32
+I32 = dtypes.int32
 F32 = dtypes.float32
 SIGN = 0x80000000
 INF_BITS = 0x7F800000
@@ -46,7 +51,8 @@ MANTISSA = 0x7FFFFF
 
 # the floats a renderer may ask to emulate (`emulated_floats`), with the format each is kept in
 EMULATED_FORMATS: dict[DType, NarrowFloat] = {dtypes.float16: FLOAT16_BITS}
-Formats = Mapping[DType, NarrowFloat]
+Format = NarrowFloat | NarrowInt
+Formats = Mapping[DType, Format]
 
 
 def _bits(x: float) -> int:
@@ -57,8 +63,37 @@ def _above(a: UOp, bits: int) -> UOp:
     return a.const_like(bits).lt(a)
 
 
-def encode(x: UOp, fmt: NarrowFloat) -> UOp:
-    """The format's bits (an unsigned int of its width) of the float32 value `x`, rounded to nearest even."""
+def _compute(fmt: Format) -> DType:
+    """The dtype a format's values are computed in."""
+    return I32 if isinstance(fmt, NarrowInt) else F32
+
+
+def _wrap(x: UOp, fmt: NarrowInt) -> UOp:
+    """int32 `x` wrapped to the narrow int's width (its low bits, sign-extended for a signed one)."""
+    low = x & fmt.mask
+    if not fmt.signed:
+        return low
+    half = 1 << (fmt.bits - 1)
+    return (low ^ half) - half
+
+
+def _int_value(x: UOp, fmt: NarrowInt) -> UOp:
+    """The int32 value (wrapped) of `x` (not of this format) converted to the narrow int: an int or bool keeps its
+    low bits; a float goes toward zero, and to 0 where that is out of range (NaN too), as ml_dtypes converts."""
+    if dtypes.is_float(x.dtype):
+        if x.dtype is not dtypes.float64:
+            x = _wide(x)  # exact
+        # a select before the cast: converting NaN or an out-of-range float to int32 is undefined in C
+        inside = x.const_like(fmt.min - 1).lt(x) & x.lt(x.const_like(fmt.max + 1))
+        return inside.where(x, x.const_like(0.0)).cast(I32)
+    return _wrap(x.cast(I32), fmt)
+
+
+def encode(x: UOp, fmt: Format) -> UOp:
+    """The format's bits (an unsigned int of its width) of the float32 value `x`, rounded to nearest even (of the
+    int32 value `x` of a narrow int: its low bits)."""
+    if isinstance(fmt, NarrowInt):
+        return (x & fmt.mask).cast(fmt.storage)
     width = 8 * fmt.storage.itemsize
     shift = 23 - fmt.mantissa  # float32 mantissa bits the format drops
     u = x.bitcast(U32)
@@ -93,8 +128,11 @@ def encode(x: UOp, fmt: NarrowFloat) -> UOp:
     return value.cast(fmt.storage)
 
 
-def decode(bits: UOp, fmt: NarrowFloat) -> UOp:
-    """The float32 value of the format's bits `bits` (exact: every narrow value is a float32)."""
+def decode(bits: UOp, fmt: Format) -> UOp:
+    """The float32 value of the format's bits `bits` (exact: every narrow value is a float32); a narrow int's int32
+    value."""
+    if isinstance(fmt, NarrowInt):
+        return _wrap(bits.cast(I32), fmt)
     width = 8 * fmt.storage.itemsize
     shift = 23 - fmt.mantissa
     w = bits.cast(U32)
@@ -119,13 +157,13 @@ def decode(bits: UOp, fmt: NarrowFloat) -> UOp:
     return (magnitude | sign).bitcast(F32)
 
 
-def _narrow(dt: DType, fmts: Formats) -> NarrowFloat | None:
+def _narrow(dt: DType, fmts: Formats) -> Format | None:
     return None if isinstance(dt, PtrDType) else fmts.get(dt)
 
 
-def _wide(x: UOp) -> UOp:
-    """The float32 value of `x`: a narrow value widened (the rules below push the CAST down to the loads)."""
-    return x if x.dtype is F32 else x.cast(F32)
+def _wide(x: UOp, dt: DType = F32) -> UOp:
+    """The float32 (or `dt`) value of `x`: a narrow value widened (the rules below push the CAST down to the loads)."""
+    return x if x.dtype is dt else x.cast(dt)
 
 
 def _odd_float32(x: UOp) -> UOp:
@@ -140,14 +178,17 @@ def _odd_float32(x: UOp) -> UOp:
     return ((f.bitcast(U32) - away.cast(U32)) | back.ne(x).cast(U32)).bitcast(F32)
 
 
-def _float32_for(x: UOp, fmt: NarrowFloat) -> UOp:
-    """The float32 that `x` (not narrow) is rounded from to `fmt`: a float64 rounds to an IEEE format once."""
+def _float32_for(x: UOp, fmt: Format) -> UOp:
+    """The float32 that `x` (not of `fmt`) is rounded from to `fmt`: a float64 rounds to an IEEE format once (for a
+    narrow int: the int32 value it converts to)."""
+    if isinstance(fmt, NarrowInt):
+        return _int_value(x, fmt)
     return _odd_float32(x) if fmt.ieee and x.dtype is dtypes.float64 else _wide(x)
 
 
-def _round(x: UOp, fmt: NarrowFloat) -> UOp:
-    """float32 `x` rounded to the narrow format `fmt`, kept in float32."""
-    return decode(encode(x, fmt), fmt)
+def _round(x: UOp, fmt: Format) -> UOp:
+    """float32 `x` rounded to the narrow format `fmt`, kept in float32 (int32 `x` wrapped to a narrow int)."""
+    return _wrap(x, fmt) if isinstance(fmt, NarrowInt) else decode(encode(x, fmt), fmt)
 
 
 def _storage_pointer(index: UOp, fmts: Formats) -> UOp:
@@ -159,12 +200,16 @@ def _storage_pointer(index: UOp, fmts: Formats) -> UOp:
     return index.replace(dtype=bits, src=(g.replace(dtype=bits), *index.src[1:]))
 
 
-def const_bits(value: float, fmt: NarrowFloat) -> int:
+def const_bits(value: float, fmt: Format) -> int:
     """The format's bits of `value`, one of its values (a narrow CONST is rounded to its dtype when it is made).
 
     >>> hex(const_bits(-1.5, FLOAT16_BITS)), hex(const_bits(2.0**-24, FLOAT16_BITS))
     ('0xbe00', '0x1')
+    >>> const_bits(-1, NARROW[dtypes.int4])
+    15
     """
+    if isinstance(fmt, NarrowInt):
+        return int(value) & fmt.mask
     width = 8 * fmt.storage.itemsize
     sign = 1 << (width - 1) if math.copysign(1.0, value) < 0 else 0
     inf = ((1 << fmt.exponent) - 1) << fmt.mantissa
@@ -190,15 +235,17 @@ def _storage_load(ld: UOp, fmts: Formats) -> UOp:
     return ld.replace(dtype=fmt.storage, src=(_storage_pointer(ld.src[0], fmts), *map(bits, ld.src[1:])))
 
 
-def _pointee(u: UOp, fmts: Formats) -> NarrowFloat | None:
+def _pointee(u: UOp, fmts: Formats) -> Format | None:
     return fmts.get(u.dtype.base) if isinstance(u.dtype, PtrDType) else None
 
 
 def _widen(x: UOp, fmts: Formats) -> UOp:
-    """CAST(x: narrow, float32) with the cast pushed into x: float32 arithmetic, rounded where x's op rounds."""
+    """CAST(x: narrow, float32) with the cast pushed into x: float32 arithmetic, rounded where x's op rounds (for a
+    narrow int: CAST(x, int32), int32 arithmetic wrapped to the width)."""
     fmt = fmts[x.dtype]
+    wide_dt = _compute(fmt)
     if x.op is Ops.CONST:
-        return UOp.const(F32, x.arg)
+        return UOp.const(wide_dt, x.arg)
     if x.op is Ops.LOAD:
         return decode(_storage_load(x, fmts), fmt)
     if x.op is Ops.BITCAST:
@@ -206,11 +253,13 @@ def _widen(x: UOp, fmts: Formats) -> UOp:
     if x.op is Ops.CAST:
         return _round(_float32_for(x.src[0], fmt), fmt)
     if x.op is Ops.WHERE:
-        return x.replace(dtype=F32, src=(x.src[0], _wide(x.src[1]), _wide(x.src[2])))
+        return x.replace(dtype=wide_dt, src=(x.src[0], _wide(x.src[1], wide_dt), _wide(x.src[2], wide_dt)))
     if x.op is Ops.REDUCE:
-        return _round(x.replace(dtype=F32, src=(_wide(x.src[0]), *x.src[1:])), fmt)
-    wide = x.replace(dtype=F32, src=tuple(_wide(s) for s in x.src))
-    return wide if x.op in (Ops.MAX, Ops.NEG) else _round(wide, fmt)  # a choice or a sign flip is exact
+        return _round(x.replace(dtype=wide_dt, src=(_wide(x.src[0], wide_dt), *x.src[1:])), fmt)
+    wide = x.replace(dtype=wide_dt, src=tuple(_wide(s, wide_dt) for s in x.src))
+    # a choice is exact, and so is a float's sign flip (an int's wraps: -(-8) is -8 in int4)
+    exact = x.op is Ops.MAX or (x.op is Ops.NEG and wide_dt is F32)
+    return wide if exact else _round(wide, fmt)
 
 
 def _bits_of(x: UOp, fmts: Formats) -> UOp:
@@ -221,13 +270,14 @@ def _bits_of(x: UOp, fmts: Formats) -> UOp:
         return _storage_load(x, fmts)
     if x.op is Ops.BITCAST:
         return x.src[0].bitcast(fmt.storage)
-    return encode(_wide(x), fmt)
+    return encode(_wide(x, _compute(fmt)), fmt)
 
 
 def _cast_from_narrow(ctx: Formats, c: UOp, x: UOp) -> UOp | None:
     if x.dtype not in ctx or _narrow(c.dtype, ctx) is not None:
         return None  # narrow -> narrow: widened (and rounded) where its consumer widens it
-    return _widen(x, ctx) if c.dtype is F32 else _wide(x).cast(c.dtype)
+    wide_dt = _compute(ctx[x.dtype])
+    return _widen(x, ctx) if c.dtype is wide_dt else _wide(x, wide_dt).cast(c.dtype)
 
 
 def _bitcast_from_narrow(ctx: Formats, b: UOp, x: UOp) -> UOp | None:
@@ -237,7 +287,7 @@ def _bitcast_from_narrow(ctx: Formats, b: UOp, x: UOp) -> UOp | None:
 def _compare_wide(ctx: Formats, cmp: UOp) -> UOp | None:
     if not all(s.dtype in ctx for s in cmp.src):
         return None
-    return cmp.replace(src=tuple(_wide(s) for s in cmp.src))
+    return cmp.replace(src=tuple(_wide(s, _compute(ctx[s.dtype])) for s in cmp.src))
 
 
 def _store(ctx: Formats, st: UOp) -> UOp | None:
@@ -249,23 +299,23 @@ def _store(ctx: Formats, st: UOp) -> UOp | None:
 
 
 # every dtype that may be narrow; the rules leave one alone unless the pass's formats (its ctx) name it
-NARROW = tuple(NARROW_FLOATS) + tuple(EMULATED_FORMATS)
+NARROW_DTYPES = tuple(NARROW) + tuple(EMULATED_FORMATS)
 
 narrow_floats = PatternMatcher(
     [
         # STORE(p: narrow*, x) -> STORE(p as bits*, bits of x)
         (UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat()), allow_any_len=True, name="st"), _store, "narrow store"),
         # CAST(x: narrow, float32) -> x's op in float32, rounded; CAST(x: narrow, t) -> CAST(float32(x), t)
-        (UPat(Ops.CAST, src=(UPat(dtype=NARROW, name="x"),), name="c"), _cast_from_narrow, "widen narrow"),
+        (UPat(Ops.CAST, src=(UPat(dtype=NARROW_DTYPES, name="x"),), name="c"), _cast_from_narrow, "widen narrow"),
         # BITCAST(x: narrow, t) -> BITCAST(bits of x, t)
         (
-            UPat(Ops.BITCAST, src=(UPat(dtype=NARROW, name="x"),), name="b"),
+            UPat(Ops.BITCAST, src=(UPat(dtype=NARROW_DTYPES, name="x"),), name="b"),
             _bitcast_from_narrow,
             "bitcast narrow -> bitcast its bits",
         ),
         # a < b on narrow values -> float32(a) < float32(b)
         (
-            UPat(GroupOp.Comparison, src=(UPat(dtype=NARROW), UPat(dtype=NARROW)), name="cmp"),
+            UPat(GroupOp.Comparison, src=(UPat(dtype=NARROW_DTYPES), UPat(dtype=NARROW_DTYPES)), name="cmp"),
             _compare_wide,
             "compare narrow -> compare float32",
         ),
@@ -276,17 +326,17 @@ narrow_floats = PatternMatcher(
 @functools.cache
 def formats_for(emulated: frozenset[DType] = frozenset()) -> Formats:
     """The narrow formats of a kernel for a renderer that emulates the floats `emulated` (its `emulated_floats`)
-    besides bfloat16 and fp8.
+    besides bfloat16, fp8 and the narrow ints.
 
     >>> sorted(d.name for d in formats_for(frozenset({dtypes.float16})))
-    ['bfloat16', 'float16', 'fp8e4m3', 'fp8e5m2']
+    ['bfloat16', 'float16', 'fp8e4m3', 'fp8e5m2', 'int2', 'int4', 'uint2', 'uint4']
     """
-    return {**NARROW_FLOATS, **{dt: EMULATED_FORMATS[dt] for dt in emulated}}
+    return {**NARROW, **{dt: EMULATED_FORMATS[dt] for dt in emulated}}
 
 
 def lower_narrow_floats(sink: UOp, emulated: Iterable[DType] = ()) -> UOp:
     """The kernel with every narrow float (bfloat16, fp8 and the `emulated` floats of its renderer) as storage
-    bits in memory and float32 values (no-op without them)."""
+    bits in memory and float32 values, and every narrow int as bytes and int32 values (no-op without them)."""
     fmts = formats_for(frozenset(emulated))
     if not any(_narrow(u.dtype, fmts) is not None or _pointee(u, fmts) is not None for u in sink.toposort()):
         return sink

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import NARROW_FLOATS, DType, dtypes, np_dtype
+from zeptograd.dtype import NARROW, DType, dtypes, np_dtype
 from zeptograd.engine import realize as engine
 from zeptograd.helpers import JitError
 from zeptograd.runtime.buffer import Buffer, adopt, buffer_for
@@ -56,8 +56,9 @@ from zeptograd.uop.ops import GroupOp, Ops, UOp
 HOST_DEVICES = ("CPU", "LLVM", "PYTHON")
 _DLPACK_DEVICE_TYPE = {"CUDA": KDL_CUDA, "PTX": KDL_CUDA, "TRITON": KDL_CUDA, "CL": KDL_OPENCL, "HIP": KDL_ROCM}
 _DLPACK_DEVICE_TYPE["WEBGPU"] = KDL_WEBGPU
-_ML_DTYPES = {"bfloat16": dtypes.bfloat16, "float8_e4m3fn": dtypes.fp8e4m3, "float8_e5m2": dtypes.fp8e5m2}
-_NUMPY_DTYPES = {np_dtype(dt): dt for dt in dtypes.all if dt not in NARROW_FLOATS}
+# ml_dtypes' types by name (its int4 ... keep a value per byte, as zeptograd does)
+_ML_DTYPES = {dt.name: dt for dt in NARROW} | {"float8_e4m3fn": dtypes.fp8e4m3, "float8_e5m2": dtypes.fp8e5m2}
+_NUMPY_DTYPES = {np_dtype(dt): dt for dt in dtypes.all if dt not in NARROW}
 
 
 def _device_text(device: tuple[int, int]) -> str:

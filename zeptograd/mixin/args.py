@@ -10,7 +10,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from zeptograd.dtype import NARROW_FLOATS, ConstType, DType, dtypes, to_dtype
+from zeptograd.dtype import NARROW, ConstType, DType, dtypes, to_dtype
 
 Scalar = ConstType
 
@@ -52,7 +52,7 @@ def tensor_dtype(dtype: DType | str, op: str) -> DType:
         dt = to_dtype(dtype)
     except TypeError as e:  # an unknown name or a non-dtype: say which op was given it
         raise TypeError(f"{op}: {e}") from None
-    if dt.fmt is None and dt not in NARROW_FLOATS:
+    if dt.fmt is None and dt not in NARROW:
         raise TypeError(f"{op}: there are no {dt!r} tensors")
     return dt
 

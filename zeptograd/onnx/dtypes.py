@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import NARROW_FLOATS, DType, dtypes
+from zeptograd.dtype import NARROW, DType, dtypes
 from zeptograd.onnx.registry import OnnxError
 from zeptograd.tensor import Tensor
 
@@ -31,6 +31,10 @@ _DTYPES: dict[int, DType] = {
     16: dtypes.bfloat16,
     17: dtypes.fp8e4m3,
     19: dtypes.fp8e5m2,
+    21: dtypes.uint4,
+    22: dtypes.int4,
+    25: dtypes.uint2,
+    26: dtypes.int2,
 }
 # the element types zeptograd lacks, by ONNX's name, to refuse a model by name
 _MISSING: dict[int, str] = {
@@ -40,12 +44,8 @@ _MISSING: dict[int, str] = {
     15: "COMPLEX128",
     18: "FLOAT8E4M3FNUZ",
     20: "FLOAT8E5M2FNUZ",
-    21: "UINT4",
-    22: "INT4",
     23: "FLOAT4E2M1",
     24: "FLOAT8E8M0",
-    25: "UINT2",
-    26: "INT2",
     27: "FLOAT6E2M3",
     28: "FLOAT6E3M2",
 }
@@ -75,28 +75,36 @@ def tensor_from_proto(proto: Any, where: str = "", device: str | None = None) ->
 
 
 def from_numpy(array: np.ndarray, dt: DType | None = None, device: str | None = None) -> Tensor:
-    """A Tensor of `array`'s values; bfloat16 and fp8 arrays (ml_dtypes, as onnx hands them out) keep their dtype."""
+    """A Tensor of `array`'s values; the arrays of ml_dtypes (bfloat16, fp8, int4, ..., as onnx hands them out) keep
+    their dtype."""
     array = np.asarray(array)
     if dt is None:
         dt = ml_dtype(array.dtype)
-    if dt in NARROW_FLOATS:
-        # every bfloat16 and fp8 value is a float32 exactly: it goes in as float32 and rounds back exactly
-        return Tensor(array.astype(np.float32), dtype=dt, device=device).realize()
+    if dt in NARROW:
+        # an ml_dtypes array goes in by its values (a narrow float's are float32s, a narrow int's int32s exactly)
+        return Tensor(array, dtype=dt, device=device).realize()
     # np.ascontiguousarray would make a 0-d array 1-d
     return Tensor(np.require(array, requirements="C"), dtype=dt, device=device).realize()
 
 
 def ml_dtype(dt: np.dtype) -> DType | None:
-    """The narrow float dtype of an ml_dtypes array, or None for numpy's own dtypes."""
-    return {"bfloat16": dtypes.bfloat16, "float8_e4m3fn": dtypes.fp8e4m3, "float8_e5m2": dtypes.fp8e5m2}.get(dt.name)
+    """The dtype of an ml_dtypes array (bfloat16, fp8, int4, ...), or None for numpy's own dtypes."""
+    narrow = dtypes.fields().get(dt.name)
+    return narrow if narrow in NARROW else None
+
+
+# zeptograd's names for ml_dtypes' types where they differ
+_ML_NAMES = {dtypes.fp8e4m3: "float8_e4m3fn", dtypes.fp8e5m2: "float8_e5m2"}
+
+
+def ml_type(dt: DType) -> Any:
+    """ml_dtypes' scalar type of a narrow dtype (bfloat16, fp8, int4, ...)."""
+    import ml_dtypes
+
+    return getattr(ml_dtypes, _ML_NAMES.get(dt, dt.name))
 
 
 def to_numpy(t: Tensor) -> np.ndarray:
-    """A Tensor's values as numpy, bfloat16 and fp8 in ml_dtypes' types (what onnx and onnxruntime use)."""
-    if t.dtype in NARROW_FLOATS:
-        import ml_dtypes
-
-        kind = {dtypes.bfloat16: ml_dtypes.bfloat16, dtypes.fp8e4m3: ml_dtypes.float8_e4m3fn}
-        kind[dtypes.fp8e5m2] = ml_dtypes.float8_e5m2
-        return t.numpy().astype(kind[t.dtype])
-    return t.numpy()
+    """A Tensor's values as numpy, bfloat16, fp8 and the narrow ints in ml_dtypes' types (what onnx and onnxruntime
+    use)."""
+    return t.numpy().astype(ml_type(t.dtype)) if t.dtype in NARROW else t.numpy()

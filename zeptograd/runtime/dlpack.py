@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import DType, dtypes, np_dtype
+from zeptograd.dtype import NARROW_INTS, DType, dtypes, np_dtype
 
 # DLDeviceType: the devices zeptograd names in messages, and those whose memory the host's CPU reads directly
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_OPENCL, KDL_ROCM, KDL_ROCM_HOST, KDL_WEBGPU = 1, 2, 3, 4, 10, 11, 15
@@ -80,8 +80,9 @@ CODE_NAMES = {
 # zeptograd's fp8e4m3 is the finite e4m3 (no infinities, one NaN): DLPack's (and torch's) float8_e4m3fn
 DTYPE_CODES: dict[DType, tuple[int, int]] = {
     dtypes.bool: (_BOOL, 8),
-    **{dt: (_INT, 8 * dt.itemsize) for dt in dtypes.sints},
-    **{dt: (_UINT, 8 * dt.itemsize) for dt in dtypes.uints},
+    # not the narrow ints: DLPack's 4-bit ints are packed two to a byte, zeptograd's take a byte each
+    **{dt: (_INT, 8 * dt.itemsize) for dt in dtypes.sints if dt not in NARROW_INTS},
+    **{dt: (_UINT, 8 * dt.itemsize) for dt in dtypes.uints if dt not in NARROW_INTS},
     dtypes.float16: (_FLOAT, 16),
     dtypes.float32: (_FLOAT, 32),
     dtypes.float64: (_FLOAT, 64),
@@ -203,6 +204,10 @@ def to_capsule(
     `np_dtype(dtype)`; any strides that are whole elements), which keeps `keep` (the memory's owner) alive until the
     consumer calls the deleter. `versioned`: a DLManagedTensorVersioned capsule (DLPack 1.x), else the legacy one;
     `copied` sets the versioned struct's IS_COPIED flag (the memory is the consumer's alone)."""
+    if dtype not in DTYPE_CODES:
+        raise TypeError(
+            f"DLPack cannot lend {dtype.name} tensors: it has no such dtype (its int4 is packed two to a byte)"
+        )
     if view.dtype != np_dtype(dtype):
         raise TypeError(f"to_capsule: a view of {view.dtype} cannot hold {dtype!r} (stored as {np_dtype(dtype)})")
     item = view.itemsize

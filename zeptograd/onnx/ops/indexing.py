@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import NARROW_FLOATS, dtypes
-from zeptograd.onnx.dtypes import to_numpy
+from zeptograd.dtype import dtypes
 from zeptograd.onnx.registry import onnx_op
 from zeptograd.tensor import Tensor
 
@@ -216,9 +215,7 @@ def non_zero(x: Tensor) -> Tensor:
 def unique(x: Tensor, *, axis: int | None = None, sorted: int = 1, ctx: Any) -> tuple[Tensor, ...]:
     """Unique: x's distinct elements (or slices along axis), the first index of each, the inverse and the counts."""
     # every output's shape is a count of distinct values: data, so x is read back and compared in numpy
-    array = to_numpy(x)
-    if x.dtype in NARROW_FLOATS:
-        array = array.astype(np.float32)  # every narrow float is a float32 exactly
+    array = x.numpy()  # a narrow float as float32, a narrow int as int8 or uint8: exactly its values
     ax = None if axis is None else _axis(axis, x.ndim)
     _, first, inverse, counts = np.unique(array, return_index=True, return_inverse=True, return_counts=True, axis=ax)
     inverse = inverse.reshape(-1)

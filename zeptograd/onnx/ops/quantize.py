@@ -77,7 +77,7 @@ def _quantize(
             q = q + _along(zero_point, x, axis, block_size, "y_zero_point").cast(q.dtype)
         return cast_to(q, dt, saturate)
     if not dtypes.is_int(dt) or dt.itemsize > 2:
-        raise OnnxError(f"cannot quantize to {dt}: ONNX quantizes to 8- and 16-bit integers and fp8")
+        raise OnnxError(f"cannot quantize to {dt}: ONNX quantizes to 2-, 4-, 8- and 16-bit integers and fp8")
     qi = q.round().cast(dtypes.int32)
     if zero_point is not None:
         qi = qi + _along(zero_point, x, axis, block_size, "y_zero_point").cast(dtypes.int32)

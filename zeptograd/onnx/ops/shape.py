@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from zeptograd.dtype import NARROW_FLOATS, dtypes, np_dtype
-from zeptograd.onnx.dtypes import from_numpy, onnx_dtype
+from zeptograd.dtype import NARROW, dtypes, np_dtype
+from zeptograd.onnx.dtypes import from_numpy, ml_type, onnx_dtype
 from zeptograd.onnx.registry import onnx_op
 from zeptograd.tensor import Tensor
 
@@ -121,11 +121,8 @@ def range_(start: Tensor, limit: Tensor, delta: Tensor, *, stash_type: int = 1, 
     dt = start.dtype
     # numpy's arange in float64 (or int64): max(ceil((limit - start) / delta), 0) values, then rounded once to dt
     values = np.arange(lo, hi, step, dtype=np.float64 if dtypes.is_float(dt) else np.int64)
-    if dt in NARROW_FLOATS:
-        import ml_dtypes
-
-        names = {dtypes.bfloat16: "bfloat16", dtypes.fp8e4m3: "float8_e4m3fn", dtypes.fp8e5m2: "float8_e5m2"}
-        return from_numpy(values.astype(getattr(ml_dtypes, names[dt])), dt, start.device)
+    if dt in NARROW:
+        return from_numpy(values.astype(ml_type(dt)), dt, start.device)
     return from_numpy(values.astype(np_dtype(dt)), dt, start.device)
 
 
