@@ -13,7 +13,7 @@ import pytest
 
 from zeptograd import Tensor
 from zeptograd.helpers import ArgumentError
-from zeptograd.models.generation import generate, generate_tokens, next_token_logits
+from zeptograd.models.generation import CachedLogits, generate, generate_tokens, next_token_logits
 from zeptograd.models.llama import Llama
 from zeptograd.models.sampling import Sampler
 from zeptograd.models.tiny_gguf import tiny_vocabulary
@@ -178,6 +178,22 @@ def test_greedy_generation_matches_torch(model_file):
     assert ids + new == expected
     text = generate(model, tok, PROMPT, max_new_tokens=12, stop_at_eos=False)
     assert text == tok.decode(expected)[len(tok.decode(ids)) :]
+
+
+def test_cached_decoding_matches_torch_with_one_capture(model_file):
+    model, tok, w = Llama.from_gguf(model_file), Tokenizer.from_gguf(model_file), reference_weights(model_file)
+    ids = tok.encode(PROMPT)
+    logits_of = CachedLogits(model)
+    context, captures = list(ids), set()
+    for _ in range(8):
+        got = logits_of(context)
+        np.testing.assert_allclose(got, torch_llama(w, context)[-1].numpy(), rtol=1e-4, atol=1e-4)
+        if logits_of.step.captured:
+            captures.add(id(logits_of.step._capture))
+        context.append(int(np.argmax(got)))
+    assert len(captures) == 1  # every decode step after the capture replays it
+    # a context that does not extend the last one starts again from its prompt
+    np.testing.assert_allclose(logits_of(ids[:5]), torch_llama(w, ids[:5])[-1].numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_tied_output_is_the_embedding(tmp_path):

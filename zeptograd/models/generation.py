@@ -1,11 +1,12 @@
 """Text generation with a decoder language model: the next token's logits from the ids so far, a token chosen from
 them (`Sampler`), appended, and again.
 
-The model is run on the whole sequence at each step. The sequence is padded at the end to the next power of two
+`generate` runs the model through its KV caches (`CachedLogits`): the prompt once, then one token a step under one
+TinyJit capture. `next_token_logits` runs the model on the whole sequence instead (any model of token ids). The
+sequence is padded at the end to the next power of two
 (at most the model's `max_seq_len`): a causal model's logits at a position do not depend on what follows it, and a
 few lengths mean a few sets of kernels, compiled once and reused, where every new length would compile its own.
 The logits of the last real position are picked by a Tensor index, so that the kernels do not change with it.
-`next_token_logits` is the one place that runs the model, so a cached decoder can take its place.
 
 >>> import os, tempfile
 >>> from zeptograd.models.llama import Llama
@@ -25,10 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from zeptograd.dtype import dtypes
+from zeptograd.engine.jit import TinyJit
 from zeptograd.models.sampling import Sampler
 from zeptograd.tensor import Tensor
+from zeptograd.uop.ops import UOp, Variable
 
-__all__ = ["generate", "generate_tokens", "next_token_logits"]
+__all__ = ["CachedLogits", "generate", "generate_tokens", "next_token_logits"]
 
 
 def next_token_logits(model: Any, ids: Sequence[int]) -> np.ndarray:
@@ -49,6 +53,50 @@ def next_token_logits(model: Any, ids: Sequence[int]) -> np.ndarray:
     # the position is picked by a Tensor index, data rather than a constant of the graph, so that each step of one
     # padded length runs the same kernels
     return model(Tensor(tokens))[0][Tensor(np.array([n - 1], np.int32))].numpy()[0]
+
+
+class CachedLogits:
+    """`logits_of` for `generate_tokens` through the model's KV caches (a model called as `model(tokens,
+    start_pos)`, as Llama and GPT are): the first call runs the prompt at position 0, padded at the end to a power
+    of two (the padding's keys are written past the prompt, where the mask hides them until the step that overwrites
+    each), and every later call runs only the newest token at its position, in one TinyJit capture with the
+    position a bound `Variable`: from the third token on, a step replays the same kernels. A context that does not
+    extend the last one by one token starts again from the prompt.
+
+    >>> from zeptograd.models.llama import Llama, LlamaConfig
+    >>> model = Llama(LlamaConfig(vocab_size=16, dim=8, n_layers=1, n_heads=2, max_seq_len=8))
+    >>> logits_of = CachedLogits(model)
+    >>> bool(np.allclose(logits_of([1, 2, 3]), next_token_logits(model, [1, 2, 3]), atol=1e-5))
+    True
+    >>> bool(np.allclose(logits_of([1, 2, 3, 4]), next_token_logits(model, [1, 2, 3, 4]), atol=1e-5))
+    True
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        config = model.config
+        self.max_len = getattr(config, "max_seq_len", None) or config.context
+        self.position = Variable("start_pos", 0, self.max_len - 1)
+        self.step = TinyJit(self._step)
+        self.context: list[int] = []
+
+    def _step(self, token: Tensor, start_pos: UOp) -> Tensor:
+        return self.model(token, start_pos)[0, -1].realize()
+
+    def __call__(self, ids: Sequence[int]) -> np.ndarray:
+        ids = [int(i) for i in ids]
+        n = len(ids)
+        if not 0 < n <= self.max_len:
+            raise ValueError(f"CachedLogits: {n} ids; the model takes 1 to {self.max_len}")
+        if n == len(self.context) + 1 and ids[:-1] == self.context:
+            logits = self.step(Tensor([[ids[-1]]], dtype=dtypes.int32), self.position.bind(n - 1)).numpy()
+        else:
+            padded = min(1 << (n - 1).bit_length(), self.max_len)
+            tokens = np.zeros((1, padded), np.int32)
+            tokens[0, :n] = ids
+            logits = self.model(Tensor(tokens), 0)[0][Tensor(np.array([n - 1], np.int32))].numpy()[0]
+        self.context = ids
+        return logits
 
 
 def generate_tokens(
@@ -102,7 +150,7 @@ def generate(
             f"max_seq_len {model.config.max_seq_len}"
         )
     stop = [tokenizer.eos_id] if stop_at_eos and tokenizer.eos_id is not None else []
-    new = list(generate_tokens(lambda context: next_token_logits(model, context), ids, max_new_tokens, sampler, stop))
+    new = list(generate_tokens(CachedLogits(model), ids, max_new_tokens, sampler, stop))
     # decoded together with the prompt, so that a token's leading space and a character split over byte tokens
     # come out as they would in the whole text
     return tokenizer.decode(ids + new)[len(tokenizer.decode(ids)) :]

@@ -30,6 +30,7 @@ from zeptograd import Tensor, nn
 from zeptograd.helpers import ArgumentError
 from zeptograd.nn.gguf import gguf_load
 from zeptograd.nn.state import load_state_dict
+from zeptograd.uop.ops import UOp
 
 
 @dataclass(frozen=True)
@@ -122,15 +123,24 @@ class Attention:
         self.wk = nn.Linear(config.dim, config.kv_heads * config.head_dim, bias=False)
         self.wv = nn.Linear(config.dim, config.kv_heads * config.head_dim, bias=False)
         self.wo = nn.Linear(config.n_heads * config.head_dim, config.dim, bias=False)
+        self.max_seq_len = config.max_seq_len
+        self.cache: nn.KVCache | None = None
 
-    def __call__(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def __call__(self, x: Tensor, cos: Tensor, sin: Tensor, start_pos: int | UOp | None = None) -> Tensor:
         B, T, _ = x.shape
         q = self.wq(x).reshape(B, T, self.n_heads, self.head_dim)
         k = self.wk(x).reshape(B, T, self.n_kv_heads, self.head_dim)
         v = self.wv(x).reshape(B, T, self.n_kv_heads, self.head_dim)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        y = q.scaled_dot_product_attention(k, v, is_causal=True, enable_gqa=True)
+        if start_pos is None:
+            y = q.transpose(1, 2).scaled_dot_product_attention(
+                k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
+            )
+        else:
+            if self.cache is None or self.cache.shape[0] != B:
+                self.cache = nn.KVCache(B, self.max_seq_len, self.n_kv_heads, self.head_dim, x.dtype, x.device)
+            keys, values, seen = self.cache(k, v, start_pos)
+            y = q.transpose(1, 2).scaled_dot_product_attention(keys, values, attn_mask=seen, enable_gqa=True)
         return self.wo(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
 
@@ -156,13 +166,26 @@ class TransformerBlock:
         self.ffn_norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
         self.feed_forward = FeedForward(config)
 
-    def __call__(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def __call__(self, x: Tensor, cos: Tensor, sin: Tensor, start_pos: int | UOp | None = None) -> Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, start_pos)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
+class _RopeTables:
+    """The rotary tables as realized Tensors, which a symbolic position slices: working memory, not state."""
+
+    persistent = False
+
+    def __init__(self, cos: np.ndarray, sin: np.ndarray) -> None:
+        self.cos, self.sin = Tensor(cos).realize(), Tensor(sin).realize()
+
+
 class Llama:
-    """(B, T) token ids -> (B, T, vocab_size) logits, T at most `config.max_seq_len`."""
+    """(B, T) token ids -> (B, T, vocab_size) logits, T at most `config.max_seq_len`.
+
+    With `start_pos` (an int, or a bound `Variable` for one TinyJit capture of every step) the tokens sit at
+    positions [start_pos, start_pos + T) after those of earlier calls: each attention layer keeps its keys and
+    values in a `KVCache`, so decoding a token costs one position, not the whole sequence again."""
 
     def __init__(self, config: LlamaConfig):
         self.config = config
@@ -172,17 +195,23 @@ class Llama:
         self.output = nn.Linear(config.dim, config.vocab_size, bias=False)
         # numpy arrays, not Tensors: constants, not part of the state dict
         self.rope_cos, self.rope_sin = rope_tables(config.head_dim, config.max_seq_len, config.rope_theta)
+        self._rope: _RopeTables | None = None  # made on the first cached call
 
-    def __call__(self, tokens: Tensor) -> Tensor:
+    def __call__(self, tokens: Tensor, start_pos: int | UOp | None = None) -> Tensor:
         if tokens.ndim != 2 or tokens.shape[1] > self.config.max_seq_len:
             raise ValueError(
                 f"Llama: expected (batch, tokens) ids with at most {self.config.max_seq_len} tokens, got {tokens.shape}"
             )
         T = tokens.shape[1]
-        cos, sin = Tensor(self.rope_cos[:T]), Tensor(self.rope_sin[:T])
+        if start_pos is None:
+            cos, sin = Tensor(self.rope_cos[:T]), Tensor(self.rope_sin[:T])
+        else:
+            if self._rope is None:
+                self._rope = _RopeTables(self.rope_cos, self.rope_sin)
+            cos, sin = self._rope.cos[start_pos : start_pos + T], self._rope.sin[start_pos : start_pos + T]
         h = self.tok_embeddings(tokens)
         for layer in self.layers:
-            h = layer(h, cos, sin)
+            h = layer(h, cos, sin, start_pos)
         return self.output(self.norm(h))
 
     @classmethod
