@@ -745,6 +745,10 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     with_grad = [p for p in params if p.grad is not None]
     if not with_grad:
         return Tensor(0.0)
+    for p in with_grad:
+        # stored once, then read by the norm and by the update: left lazy, each norm's reduction would recompute the
+        # gradient inside it (a weight's gradient is a matmul: one reduction nested in another, on one core)
+        p.grad = p.grad.contiguous()
     device = with_grad[0].grad.device
     if math.isinf(norm_type):
         parts = [p.grad.abs().max().cast(dtypes.float32).to(device) for p in with_grad]
