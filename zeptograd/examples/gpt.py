@@ -51,9 +51,9 @@ class Settings:
     heads: int = 4
     context: int = 128
     batch: int = 16
-    steps: int = 600
+    steps: int = 800
     lr: float = 3e-3
-    warmup: int = 40
+    warmup: int = 50
     weight_decay: float = 0.01
     clip: float = 1.0
     seed: int = 0
@@ -199,7 +199,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=defaults.batch)
     parser.add_argument("--steps", type=int, default=defaults.steps)
     parser.add_argument("--lr", type=float, default=defaults.lr)
-    parser.add_argument("--warmup", type=int, default=None, help="warmup steps (default: a fifteenth of the steps)")
+    parser.add_argument("--warmup", type=int, default=None, help="warmup steps (default: a sixteenth of the steps)")
     parser.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
     parser.add_argument("--clip", type=float, default=defaults.clip, help="the gradients' maximum total norm")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="initialization, batches and sampling")
@@ -228,7 +228,7 @@ def main() -> None:
             batch=args.batch,
             steps=args.steps,
             lr=args.lr,
-            warmup=args.warmup if args.warmup is not None else args.steps // 15,
+            warmup=args.warmup if args.warmup is not None else args.steps // 16,
             weight_decay=args.weight_decay,
             clip=args.clip,
             seed=args.seed,
