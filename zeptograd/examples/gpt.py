@@ -79,7 +79,12 @@ def read_bytes(files: list[Path]) -> np.ndarray:
 
 def batch_at(data: np.ndarray, step: int, batch: int, context: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Inputs and targets (int32, (batch, context)) of training step `step`: random windows of `data`, the targets
-    one byte on. The draw depends only on (seed, step)."""
+    one byte on. The draw depends only on (seed, step).
+
+    >>> x, y = batch_at(np.frombuffer(b"abcdefghij", np.uint8), step=0, batch=2, context=4, seed=0)
+    >>> x.shape, bytes(x[0].astype(np.uint8)) in b"abcdefghij", bool((x[:, 1:] == y[:, :-1]).all())
+    ((2, 4), True, True)
+    """
     if len(data) <= context + 1:
         raise ValueError(f"gpt example: {len(data)} bytes of text is too little for windows of {context + 1}")
     starts = np.random.default_rng([seed, step]).integers(0, len(data) - context, size=batch)
@@ -88,7 +93,12 @@ def batch_at(data: np.ndarray, step: int, batch: int, context: int, seed: int) -
 
 
 def eval_windows(data: np.ndarray, count: int, context: int) -> tuple[np.ndarray, np.ndarray]:
-    """`count` windows spread evenly over `data`: the same held-out windows at every evaluation."""
+    """`count` windows spread evenly over `data`: the same held-out windows at every evaluation.
+
+    >>> x, y = eval_windows(np.frombuffer(b"abcdefghij", np.uint8), count=2, context=3)
+    >>> [bytes(row.astype(np.uint8)) for row in x], [bytes(row.astype(np.uint8)) for row in y]
+    ([b'abc', b'ghi'], [b'bcd', b'hij'])
+    """
     starts = np.linspace(0, len(data) - context - 1, count).astype(np.int64)
     windows = data[starts[:, None] + np.arange(context + 1)].astype(np.int32)
     return windows[:, :-1], windows[:, 1:]
