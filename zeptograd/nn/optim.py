@@ -33,6 +33,11 @@ float32, or float64 when a parameter is float64) and Adam's step counters and th
 float64 buffer, so a training loop compiles its kernels on the first step and reuses them after, whatever
 it does with the learning rate. Adam's bias corrections are computed in float64 (torch computes them in
 Python floats) and rounded to the parameter's dtype where they meet it, as in torch.
+
+`clip_grad_norm_` scales the gradients down to a maximum total norm, as torch.nn.utils.clip_grad_norm_, without
+reading anything back. The learning rate schedulers (`LinearLR`, `CosineAnnealingLR`, `WarmupCosineLR`, or a
+subclass of `LRScheduler`) keep their step count in a buffer and compute the learning rate from it with kernels
+that assign it into `opt.lr`: called inside a TinyJit training step, a replay advances the schedule too.
 """
 
 from __future__ import annotations
@@ -47,7 +52,21 @@ from zeptograd.dtype import dtypes, np_dtype
 from zeptograd.helpers import ArgumentError
 from zeptograd.tensor import Tensor, lazy_losses
 
-__all__ = ["Optimizer", "OptimizerGroup", "SGD", "Adam", "AdamW", "LAMB", "LARS", "Muon"]
+__all__ = [
+    "Optimizer",
+    "OptimizerGroup",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "LAMB",
+    "LARS",
+    "Muon",
+    "clip_grad_norm_",
+    "LRScheduler",
+    "LinearLR",
+    "CosineAnnealingLR",
+    "WarmupCosineLR",
+]
 
 
 def _number(value: Any, opt: str, name: str) -> float:
@@ -696,3 +715,204 @@ class OptimizerGroup:
         """Step every optimizer; all the updates run in one schedule."""
         if updates := self.schedule_step():
             Tensor.realize(*updates)
+
+
+def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0) -> Tensor:
+    """Scale the gradients of `parameters` so that their total norm (the `norm_type` norm of all of them together,
+    as if concatenated into one vector) is at most `max_norm`, as torch.nn.utils.clip_grad_norm_: each gradient is
+    multiplied by min(1, max_norm / (total + 1e-6)). Parameters without a gradient are skipped. Returns the total
+    norm before clipping as a lazy 0-d tensor; nothing is read back to the host, so it works inside TinyJit.
+    Each `.grad` is replaced by the scaled (lazy) gradient, which the optimizer's `step()` realizes.
+
+    >>> w = Tensor([3.0, 4.0], requires_grad=True)
+    >>> _ = (w * Tensor([3.0, 4.0])).sum().backward()
+    >>> clip_grad_norm_([w], max_norm=1.0).item()
+    5.0
+    >>> [round(v, 4) for v in w.grad.tolist()]
+    [0.6, 0.8]
+    """
+    params = [parameters] if isinstance(parameters, Tensor) else parameters
+    if not isinstance(params, Iterable):
+        raise TypeError(f"clip_grad_norm_: parameters must be a Tensor or an iterable of Tensors, got {type(params)}")
+    params = list(dict.fromkeys(params))  # a tied weight counts once
+    for i, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"clip_grad_norm_: parameter {i} is a {type(p).__name__}, not a Tensor")
+    max_norm = _at_least_zero(max_norm, "clip_grad_norm_", "max_norm")
+    norm_type = _number(norm_type, "clip_grad_norm_", "norm_type")
+    if norm_type <= 0:
+        raise ArgumentError(f"clip_grad_norm_: norm_type must be > 0 (or inf), got {norm_type}")
+    with_grad = [p for p in params if p.grad is not None]
+    if not with_grad:
+        return Tensor(0.0)
+    for p in with_grad:
+        # stored once, then read by the norm and by the update: left lazy, each norm's reduction would recompute the
+        # gradient inside it (a weight's gradient is a matmul: one reduction nested in another, on one core)
+        p.grad = p.grad.contiguous()
+    device = with_grad[0].grad.device
+    if math.isinf(norm_type):
+        parts = [p.grad.abs().max().cast(dtypes.float32).to(device) for p in with_grad]
+        total = Tensor.stack(*parts).max()
+    else:
+        parts = [(p.grad.abs() ** norm_type if norm_type != 2.0 else p.grad.square()).sum() for p in with_grad]
+        total = Tensor.stack(*(t.cast(dtypes.float32).to(device) for t in parts)).sum() ** (1.0 / norm_type)
+    scale = (max_norm / (total + 1e-6)).minimum(1.0)
+    for p in with_grad:
+        p.grad = p.grad * scale.to(p.grad.device).cast(p.grad.dtype)
+    return total
+
+
+class LRScheduler:
+    """A learning rate schedule for an optimizer: the step count lives in a buffer (`step_count`, int32, 0-d),
+    and `step()` advances it and assigns `lr_at(step_count)` into the optimizer's learning rate buffer with
+    kernels, so nothing is read back or compiled anew at each step, and a `step()` inside a TinyJit training step
+    is replayed with it. Made, it sets the learning rate of step 0; call `step()` after each `opt.step()`, as in
+    torch. `base_lr` is the optimizer's learning rate when the scheduler is made. Subclasses define `lr_at`, the
+    learning rate as a Tensor function of the step (a float64 0-d tensor).
+
+    >>> class Halving(LRScheduler):
+    ...     def lr_at(self, step: Tensor) -> Tensor:
+    ...         return self.base_lr * 0.5**step
+    >>> opt = SGD([Tensor([1.0])], lr=1.0)
+    >>> sched = Halving(opt)
+    >>> sched.step(); sched.step()
+    >>> opt.lr.item(), sched.step_count.item()
+    (0.25, 2)
+    """
+
+    def __init__(self, optimizer: Optimizer):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(self).__name__}: optimizer must be an Optimizer, got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        self.base_lr: float = float(optimizer.lr.item())
+        self.step_count: Tensor = Tensor(np.array(0, np.int32), device=optimizer.device)
+        self._assign_lr()
+
+    def lr_at(self, step: Tensor) -> Tensor:
+        """The learning rate at `step` (a float64 0-d tensor), as a tensor expression."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement lr_at")
+
+    def _assign_lr(self) -> None:
+        self.optimizer.lr = self.lr_at(self.step_count.cast(dtypes.float64))
+        Tensor.realize(self.optimizer.lr)
+
+    def step(self) -> None:
+        """Advance the step count by one and set the optimizer's learning rate to the new step's."""
+        self.step_count.assign(self.step_count + 1)
+        self.optimizer.lr = self.lr_at(self.step_count.cast(dtypes.float64))
+        Tensor.realize(self.step_count, self.optimizer.lr)
+
+
+def _positive_int(value: Any, name: str, arg: str, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (0 if allow_zero else 1):
+        raise ArgumentError(f"{name}: {arg} must be an int >= {0 if allow_zero else 1}, got {value!r}")
+    return int(value)
+
+
+def _cosine(step: Tensor, steps: int, base: float, low: float) -> Tensor:
+    """low + (base - low) * (1 + cos(pi * step / steps)) / 2, with step held in [0, steps]."""
+    progress = step.clip(0, steps) / steps
+    return low + (base - low) * 0.5 * (1.0 + (progress * math.pi).cos())
+
+
+class LinearLR(LRScheduler):
+    """The base learning rate times a factor that goes linearly from `start_factor` to `end_factor` over
+    `total_iters` steps and stays there, as torch.optim.lr_scheduler.LinearLR.
+
+    >>> opt = SGD([Tensor([1.0])], lr=1.0)
+    >>> sched = LinearLR(opt, start_factor=0.25, total_iters=3)
+    >>> lrs = [opt.lr.item()]
+    >>> for _ in range(4):
+    ...     sched.step()
+    ...     lrs.append(opt.lr.item())
+    >>> lrs
+    [0.25, 0.5, 0.75, 1.0, 1.0]
+    """
+
+    def __init__(
+        self, optimizer: Optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0, total_iters: int = 5
+    ):
+        start_factor = _number(start_factor, "LinearLR", "start_factor")
+        end_factor = _number(end_factor, "LinearLR", "end_factor")
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ArgumentError(
+                f"LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], got {start_factor}, {end_factor}"
+            )
+        self.start_factor, self.end_factor = start_factor, end_factor
+        self.total_iters = _positive_int(total_iters, "LinearLR", "total_iters")
+        super().__init__(optimizer)
+
+    def lr_at(self, step: Tensor) -> Tensor:
+        progress = step.clip(0, self.total_iters) / self.total_iters
+        return self.base_lr * (self.start_factor + (self.end_factor - self.start_factor) * progress)
+
+
+class CosineAnnealingLR(LRScheduler):
+    """Half a cosine from the base learning rate down to `eta_min` over `T_max` steps, as
+    torch.optim.lr_scheduler.CosineAnnealingLR: eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2.
+    After `T_max` steps it stays at `eta_min` (torch's climbs back up along the cosine).
+
+    >>> opt = SGD([Tensor([1.0])], lr=1.0)
+    >>> sched = CosineAnnealingLR(opt, T_max=2)
+    >>> lrs = [opt.lr.item()]
+    >>> for _ in range(3):
+    ...     sched.step()
+    ...     lrs.append(round(opt.lr.item(), 6))
+    >>> lrs
+    [1.0, 0.5, 0.0, 0.0]
+    """
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0):
+        self.T_max = _positive_int(T_max, "CosineAnnealingLR", "T_max")
+        self.eta_min = _at_least_zero(eta_min, "CosineAnnealingLR", "eta_min")
+        super().__init__(optimizer)
+
+    def lr_at(self, step: Tensor) -> Tensor:
+        return _cosine(step, self.T_max, self.base_lr, self.eta_min)
+
+
+class WarmupCosineLR(LRScheduler):
+    """Linear warmup, then cosine decay: over the first `warmup_steps` steps the learning rate climbs linearly
+    from `start_factor` times the base (1 / warmup_steps when None) towards the base, which it reaches at step
+    `warmup_steps`; then it follows half a cosine down to `min_lr` at step `total_steps` and stays there. The same
+    values as torch's SequentialLR of LinearLR(start_factor, total_iters=warmup_steps) and
+    CosineAnnealingLR(T_max=total_steps - warmup_steps, eta_min=min_lr) with the milestone at `warmup_steps`.
+
+    >>> opt = AdamW([Tensor([1.0])], lr=1.0)
+    >>> sched = WarmupCosineLR(opt, warmup_steps=2, total_steps=4)
+    >>> lrs = [opt.lr.item()]
+    >>> for _ in range(5):
+    ...     sched.step()
+    ...     lrs.append(round(opt.lr.item(), 6))
+    >>> lrs
+    [0.5, 0.75, 1.0, 0.5, 0.0, 0.0]
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        warmup_steps: int,
+        total_steps: int,
+        min_lr: float = 0.0,
+        start_factor: float | None = None,
+    ):
+        self.warmup_steps = _positive_int(warmup_steps, "WarmupCosineLR", "warmup_steps", allow_zero=True)
+        self.total_steps = _positive_int(total_steps, "WarmupCosineLR", "total_steps")
+        if self.total_steps <= self.warmup_steps:
+            raise ArgumentError(
+                f"WarmupCosineLR: total_steps ({total_steps}) must be greater than warmup_steps ({warmup_steps})"
+            )
+        self.min_lr = _at_least_zero(min_lr, "WarmupCosineLR", "min_lr")
+        if start_factor is None:
+            start_factor = 1.0 / max(self.warmup_steps, 1)
+        self.start_factor = _number(start_factor, "WarmupCosineLR", "start_factor")
+        if not 0 < self.start_factor <= 1:
+            raise ArgumentError(f"WarmupCosineLR: start_factor must be in (0, 1], got {start_factor}")
+        super().__init__(optimizer)
+
+    def lr_at(self, step: Tensor) -> Tensor:
+        decay = _cosine(step - self.warmup_steps, self.total_steps - self.warmup_steps, self.base_lr, self.min_lr)
+        if not self.warmup_steps:
+            return decay
+        warm = self.base_lr * (self.start_factor + (1.0 - self.start_factor) * step / self.warmup_steps)
+        return (step < self.warmup_steps).where(warm, decay)
