@@ -26,7 +26,6 @@ import math
 import sysconfig
 import time
 import zlib
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from zeptograd import Tensor, TinyJit
+from zeptograd.models.generation import CachedLogits
 from zeptograd.models.gpt import GPT, GPTConfig
 from zeptograd.models.sampling import Sampler
 from zeptograd.nn import optim
@@ -176,24 +176,16 @@ def checkpoint_settings(path: str | Path) -> Settings:
     return Settings(**{f.name: saved[f.name] for f in fields(Settings)})
 
 
-def windowed_next_logits(forward: Callable[[Tensor], Tensor], context: int, ids: list[int]) -> np.ndarray:
-    """The logits of the byte after `ids` from a fixed-length window: the last `context` ids, padded with zeros
-    to `context`, and the logits read at the last real position (causal attention: the padding after it changes
-    nothing). Every call has the same shape, so one TinyJit capture of `forward` serves every step."""
-    window = ids[-context:]
-    padded = np.zeros((1, context), np.int32)
-    padded[0, : len(window)] = window
-    return forward(Tensor(padded)).numpy()[0, len(window) - 1]
-
-
 def generate(model: GPT, prompt: bytes, count: int, sampler: Sampler) -> bytes:
-    """`count` bytes sampled after `prompt`, one at a time."""
+    """`count` bytes sampled after `prompt`, one at a time, through the model's KV caches (`CachedLogits`): the
+    prompt in one call, then one byte a step in one TinyJit capture. Past the model's context the last `context`
+    bytes are a new prompt at each step (the positions start again at 0)."""
     if not prompt:
         raise ValueError("gpt example: the prompt must have at least one byte")
-    forward = TinyJit(lambda x: model(x))
+    logits_of = CachedLogits(model)
     ids = list(prompt)
     for _ in range(count):
-        ids.append(sampler(windowed_next_logits(forward, model.config.context, ids)))
+        ids.append(sampler(logits_of(ids[-model.config.context :])))
     return bytes(ids[len(prompt) :])
 
 
