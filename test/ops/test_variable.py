@@ -64,6 +64,16 @@ def test_assign_through_symbolic_slice(device):
         np.testing.assert_array_equal(cache.numpy(), expected)
 
 
+def test_setitem_through_symbolic_slice():
+    c = Tensor.zeros(6, 2).contiguous().realize()
+    expected = np.zeros((6, 2), np.float32)
+    v = Variable("p", 0, 5)
+    for n in (0, 3, 5):
+        c[v.bind(n) : v.bind(n) + 1] = Tensor([[n + 1.0, n + 2.0]])
+        expected[n] = [n + 1, n + 2]
+    np.testing.assert_array_equal(c.numpy(), expected)
+
+
 def test_one_kernel_and_one_schedule_for_the_range():
     t = Tensor(np.arange(40, dtype=np.float32)).realize()
     v = Variable("i", 0, 36)
@@ -171,3 +181,15 @@ def test_tinyjit_checks_the_variable_argument():
         np.testing.assert_array_equal(f(v.bind(n)).numpy(), np.arange(n, n + 2) + 1)
     with pytest.raises(ArgumentError, match="Variable 'pos'"):
         f(2)
+
+
+def test_beam_search_times_a_kernel_with_a_variable(tmp_path, monkeypatch):
+    from zeptograd import Context
+
+    monkeypatch.setenv("ZEPTOGRAD_CACHE_DIR", str(tmp_path))
+    t = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8)).realize()
+    v = Variable("row", 0, 6)
+    with Context(BEAM=1):
+        for n in (0, 6):
+            got = (t[v.bind(n) : v.bind(n) + 2] * 2).sum(axis=0).numpy()
+            np.testing.assert_allclose(got, (np.arange(64, dtype=np.float32).reshape(8, 8)[n : n + 2] * 2).sum(0))

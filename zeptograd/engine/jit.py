@@ -47,7 +47,7 @@ from zeptograd.engine import realize as engine
 from zeptograd.helpers import TRAINING, ArgumentError, GlobalCounters, JitError
 from zeptograd.mixin import creation
 from zeptograd.runtime import buffer as buffer_module
-from zeptograd.runtime.buffer import Buffer, buffer_for
+from zeptograd.runtime.buffer import Buffer, VariableValue, buffer_for
 from zeptograd.runtime.cpu_threads import LaunchList
 from zeptograd.tensor import Tensor
 from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
@@ -349,7 +349,7 @@ class TinyJit(Generic[R]):
                 cap.flops += program.flops
                 cap.mem += program.mem_bytes
             for j, b in enumerate(bufs):
-                if isinstance(b, engine.VariableValue):
+                if isinstance(b, VariableValue):
                     cap.var_slots.setdefault(b.variable.arg[0], []).append((i, j))
                     continue
                 positions.setdefault(b, []).append((i, j))
@@ -461,7 +461,7 @@ class TinyJit(Generic[R]):
         value = given.src[1].arg
         steps = cap.steps
         for i, j in cap.var_slots.get(var.arg[0], ()):
-            steps[i][1][j] = engine.VariableValue(steps[i][1][j].variable, value)
+            steps[i][1][j] = VariableValue(steps[i][1][j].variable, value)
             if (batched := cap.batched.get(i)) is not None:
                 batched[0].set(batched[1], j, value)
 

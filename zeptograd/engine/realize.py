@@ -28,7 +28,7 @@ from zeptograd.engine.facts import device_facts
 from zeptograd.engine.memory import can_share, plan_memory
 from zeptograd.engine.search import beam_opts
 from zeptograd.helpers import BEAM, DEBUG, NO_MEMORY_PLANNER, NOOPT, SPEC, STORE_COST, THREADS, GlobalCounters
-from zeptograd.runtime.buffer import Buffer, buffer_for
+from zeptograd.runtime.buffer import Buffer, VariableValue, buffer_for
 from zeptograd.runtime.device import Device
 from zeptograd.schedule.kernelize import ScheduleItem, create_schedule
 from zeptograd.uop.buffers import buffer_of, new_buffer, view_of
@@ -183,21 +183,6 @@ def compile_schedule(items: Iterable[ScheduleItem]) -> None:
             if DEBUG >= 5:
                 print(render_listing(program.uops))
             _programs[key] = (program, run)
-
-
-class VariableValue:
-    """The value of a symbolic variable, passed to a kernel after its buffers. A kernel's arguments are passed by
-    `.address`; a variable's is its value (the C and LLVM kernels declare it an integer parameter, which the x86-64
-    and AArch64 calling conventions pass in the same registers as a pointer)."""
-
-    __slots__ = ("variable", "value")
-
-    def __init__(self, variable: UOp, value: int) -> None:
-        self.variable, self.value = variable, value
-
-    @property
-    def address(self) -> int:
-        return self.value
 
 
 def unbind_variables(roots: list[UOp], nodes: list[UOp]) -> tuple[list[UOp], dict[UOp, int], dict[UOp, UOp]]:

@@ -268,3 +268,18 @@ def buffer_for(u: UOp) -> Buffer:
     buf = Buffer(device, size, u.dtype)
     _buffers[id(u)] = (buf, weakref.ref(u, _dropper(id(u))))
     return buf
+
+
+class VariableValue:
+    """The value of a symbolic variable, passed to a kernel after its buffers. A kernel's arguments are passed by
+    `.address`; a variable's is its value (the C and LLVM kernels declare it an integer parameter, which the x86-64
+    and AArch64 calling conventions pass in the same registers as a pointer)."""
+
+    __slots__ = ("variable", "value")
+
+    def __init__(self, variable: UOp, value: int) -> None:
+        self.variable, self.value = variable, value
+
+    @property
+    def address(self) -> int:
+        return self.value

@@ -199,7 +199,7 @@ class CPUDevice:
 
 
 def _runner(program: ProgramSpec, fn: Any) -> Callable[[Sequence[Buffer]], None]:
-    # the buffers' addresses, then the variables' values (engine.realize.VariableValue), each one machine word
+    # the buffers' addresses, then the variables' values (runtime.buffer.VariableValue), each one machine word
     n_args = sum(1 for u in program.uops if u.op.name == "DEFINE_GLOBAL") + len(program.variables)
     chunks = program.chunks
     fn.argtypes = [ctypes.c_void_p] * n_args + ([ctypes.c_int32] if chunks > 1 else [])

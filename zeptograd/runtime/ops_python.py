@@ -84,7 +84,7 @@ class PythonProgram:
     def __init__(self, uops: Sequence[UOp]):
         self.uops = list(uops)
         self.pos = {u: i for i, u in enumerate(self.uops)}
-        # the variables' values come after the buffers, in this order (engine.realize.VariableValue)
+        # the variables' values come after the buffers, in this order (runtime.buffer.VariableValue)
         self.variables = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
         # where each block's closer is, to jump over a loop that runs zero times or a false IF
         self.jump: dict[UOp, int] = {}
