@@ -111,8 +111,8 @@ def _source(t: Tensor) -> UOp:
     if t._base is None:
         return t.uop
     u = t._base.uop
-    for op, arg, _ in t._mops:
-        u = UOp(op, u.dtype, (u,), arg)
+    for op, arg, _, starts in t._mops:
+        u = UOp(op, u.dtype, (u, *starts), arg)
     return u
 
 
@@ -122,6 +122,8 @@ def _strided(t: Tensor) -> tuple[Buffer, np.ndarray] | None:
     chain = []
     u = _source(t)
     while u.op in GroupOp.Movement:
+        if len(u.src) > 1:
+            return None  # a symbolic slice: where it starts is a variable's value, not a fixed stride
         chain.append(u)
         u = u.src[0]
     if u.op is not Ops.BUFFER:
