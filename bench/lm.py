@@ -575,16 +575,94 @@ def bench_memory(quick: bool, folder: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# where zeptograd's decode step goes
+
+
+def bench_profile(quick: bool, folder: str, steps: int = 5) -> None:
+    """The kernels of zeptograd's decode step on the F32 file, timed one launch at a time (the step run without
+    TinyJit, with the position the same bound Variable, so the same kernels): the median over `steps` steps,
+    slowest first, against the bandwidth of a 64 MiB copy measured now, and the jitted step's time."""
+    from zeptograd import Tensor
+    from zeptograd.dtype import dtypes
+    from zeptograd.engine import realize as engine
+
+    sizes = QUICK if quick else FULL
+    path = os.path.join(folder, "llama-f32-profile.gguf")
+    write_gguf(path, sizes, random_llama_tensors(sizes), "f32")
+    lm = ZeptogradLM(path, sizes.context)
+    prompt = np.random.default_rng(1).integers(3, sizes.vocab, sizes.prompt).tolist()
+    lm.prompt(prompt)
+    position = lm.logits_of.position
+    runs = []
+    for i in range(steps + 1):
+        engine.kernel_log = []
+        token = Tensor([[prompt[-1]]], dtype=dtypes.int32)
+        lm.model(token, position.bind(sizes.prompt + i))[0, -1].realize().numpy()
+        if i:  # the first compiles
+            runs.append(engine.kernel_log)
+    engine.kernel_log = None
+    ids = list(prompt)
+    lm.prompt(ids)
+    jitted = []
+    for _ in range(steps + 3):
+        ids.append(1)
+        start = time.perf_counter()
+        lm.step(ids)
+        jitted.append(time.perf_counter() - start)
+    jit_s = statistics.median(jitted[3:])
+    os.remove(path)
+
+    big = np.ones(1 << 24, np.float32)
+    dst = np.empty_like(big)
+    copies = []
+    for _ in range(10):
+        start = time.perf_counter()
+        np.copyto(dst, big)
+        copies.append(time.perf_counter() - start)
+    copy_gbs = 2 * big.nbytes / min(copies) * 1e-9
+
+    n = min(len(r) for r in runs)
+    kernels = [(runs[0][i][0], statistics.median(r[i][1] for r in runs)) for i in range(n)]
+    total = sum(t for _, t in kernels)
+    weight_bytes = 4 * sum(w.size for w in random_llama_tensors(sizes).values() if w.ndim == 2)
+    weight_bytes -= 4 * sizes.vocab * sizes.dim  # the embedding reads one row
+    print(
+        f"\n## profile: zeptograd's decode step, F32 weights ({weight_bytes / 1e6:.0f} MB of matrices read a step)\n\n"
+        f"{len(kernels)} kernels, {total * 1e3:.1f} ms of kernel time launched one at a time; the TinyJit replay "
+        f"takes {jit_s * 1e3:.1f} ms a step ({weight_bytes / jit_s * 1e-9:.1f} GB/s of weights); a 64 MiB numpy "
+        f"copy runs at {copy_gbs:.1f} GB/s (read + write) now\n"
+    )
+    groups: dict[str, list[float]] = {}
+    for program, t in kernels:
+        g = groups.setdefault(program.name, [0.0, 0, 0, 0])
+        g[0] += t
+        g[1] += 1
+        g[2] += program.mem_bytes
+        g[3] += program.flops
+    print("| kernel | launches | time | share | GB/s | GFLOP/s |")
+    print("|---|---|---|---|---|---|")
+    for name, (t, count, mem, flops) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        if t < 0.01 * total:
+            break
+        print(
+            f"| {name} | {count} | {t * 1e3:.2f} ms | {100 * t / total:.1f}% | {mem / t * 1e-9:.1f} | "
+            f"{flops / t * 1e-9:.1f} |"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny models and few rounds: a smoke test")
-    parser.add_argument("--only", default="train,gen,memory", help="comma-separated tables: train, gen, memory")
+    parser.add_argument(
+        "--only", default="train,gen,memory,profile", help="comma-separated tables: train, gen, memory, profile"
+    )
     parser.add_argument("--formats", default="f32,f16,q8_0", help="comma-separated GGUF formats: f32, f16, q8_0")
-    parser.add_argument("--rounds", type=int, default=None, help="timed rounds (default 5, 2 with --quick)")
+    parser.add_argument("--rounds", type=int, default=None, help="timed rounds (default 3, 2 with --quick)")
     args = parser.parse_args()
-    rounds = args.rounds or (2 if args.quick else 5)
+    rounds = args.rounds or (2 if args.quick else 3)
     wanted = args.only.split(",")
     formats = args.formats.split(",")
     for fmt in formats:
@@ -599,6 +677,8 @@ def main() -> None:
         bench_generate(args.quick, rounds, formats, folder)
     if "memory" in wanted:
         bench_memory(args.quick, folder)
+    if "profile" in wanted:
+        bench_profile(args.quick, folder)
     after = os.getloadavg()
     print(
         f"\nload average (1, 5, 15 min): before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
