@@ -43,6 +43,7 @@ import argparse
 import gc
 import math
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -64,6 +65,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from test_model_gpt import TorchGPT  # noqa: E402
 
+from zeptograd import Tensor  # noqa: E402
+from zeptograd.dtype import dtypes  # noqa: E402
 from zeptograd.examples.gpt import Settings, Trainer, batch_at  # noqa: E402
 from zeptograd.helpers import GlobalCounters  # noqa: E402
 from zeptograd.models.generation import CachedLogits  # noqa: E402
@@ -513,6 +516,28 @@ def resident_bytes() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+def llama_cpp_kv_bytes(path: str, max_len: int) -> int:
+    """The bytes of the KV cache buffer llama.cpp allocates for a context of `max_len` positions, as its log
+    reports them (read from its stderr, at the file descriptor, during the context's creation)."""
+    assert llama_cpp is not None
+    with tempfile.TemporaryFile("w+") as log:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
+        try:
+            llm = llama_cpp.Llama(model_path=path, n_ctx=max_len, n_threads=THREADS, logits_all=False, verbose=True)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        llm.close()
+        log.seek(0)
+        sizes = [float(m) for m in re.findall(r"KV buffer size = +([0-9.]+) MiB", log.read())]
+    if not sizes:
+        raise RuntimeError("llama.cpp's log gave no KV buffer size")
+    return round(sum(sizes) * 2**20)
+
+
 def bench_memory(quick: bool, folder: str) -> None:
     sizes = QUICK if quick else FULL
     short, long = sizes.context, 4 * sizes.context
@@ -520,58 +545,80 @@ def bench_memory(quick: bool, folder: str) -> None:
     path = os.path.join(folder, "llama-f32-memory.gguf")
     write_gguf(path, sizes, weights, "f32")
     dequantized = dequantized_weights(path)
-    prompt = np.random.default_rng(1).integers(3, sizes.vocab, sizes.prompt).tolist()
+    rng = np.random.default_rng(1)
+    prompt = rng.integers(3, sizes.vocab, sizes.prompt).tolist()
+    more = rng.integers(3, sizes.vocab, sizes.context - sizes.prompt).tolist()
     kv_width = sizes.dim  # n_kv_heads * head_dim; the model has as many key/value heads as query heads
-    per_position = {
+    formula = {
         "zeptograd": 2 * sizes.n_layers * kv_width * 4,
         "torch eager": 2 * sizes.n_layers * kv_width * 4,
         "llama.cpp": 2 * sizes.n_layers * kv_width * 2,
     }
 
-    def grown(make: Callable[[int], Contender], count: Callable[[], int], max_len: int) -> tuple[int, Contender]:
+    # allocated per position of capacity: a model made for `short` positions against one made for `long`
+    zeptograd_used = []
+    for n in (short, long):
         gc.collect()
-        before = count()
-        lm = make(max_len)
+        before = GlobalCounters.mem_used
+        lm = ZeptogradLM(path, n)
         lm.prompt(prompt)
-        lm.step([*prompt, 1])
-        return count() - before, lm
+        zeptograd_used.append(GlobalCounters.mem_used - before)
+        del lm
+    capacity: dict[str, float] = {"zeptograd": (zeptograd_used[1] - zeptograd_used[0]) / (long - short)}
+    capacity["torch eager"] = (
+        TorchLlama(dequantized, sizes, long).cache_bytes - TorchLlama(dequantized, sizes, short).cache_bytes
+    ) / (long - short)
+    if llama_cpp is not None:
+        capacity["llama.cpp"] = (llama_cpp_kv_bytes(path, long) - llama_cpp_kv_bytes(path, short)) / (long - short)
 
-    measured: dict[str, float | None] = {}
-    from_sizes: dict[str, float | None] = {}
-    makers: dict[str, tuple[Callable[[int], Contender], Callable[[], int]]] = {
-        "zeptograd": (lambda n: ZeptogradLM(path, n), lambda: GlobalCounters.mem_used),
-        "torch eager": (lambda n: TorchLM(dequantized, sizes, n), resident_bytes),
+    # resident per token processed: one model of `short` positions, after the prompt and after filling it
+    def fill(lm: Contender) -> None:
+        done = list(prompt)
+        for i in range(0, len(more), sizes.prompt):
+            chunk = more[i : i + sizes.prompt]
+            if isinstance(lm, ZeptogradLM):
+                lm.model(Tensor([chunk], dtype=dtypes.int32), len(done)).realize()
+            elif isinstance(lm, TorchLM):
+                lm.model(chunk, len(done))
+            else:
+                assert isinstance(lm, LlamaCppLM)
+                lm.llm.eval(chunk)
+            done += chunk
+
+    makers: dict[str, Callable[[], Contender]] = {
+        "zeptograd": lambda: ZeptogradLM(path, short),
+        "torch eager": lambda: TorchLM(dequantized, sizes, short),
     }
     if llama_cpp is not None:
-        makers["llama.cpp"] = (lambda n: LlamaCppLM(path, n), resident_bytes)
-    for name, (make, count) in makers.items():
-        grew = []
-        for n in (short, long):
-            delta, lm = grown(make, count, n)
-            grew.append(delta)
-            if isinstance(lm, ZeptogradLM | TorchLM):
-                from_sizes[name] = lm.cache_bytes / n
+        makers["llama.cpp"] = lambda: LlamaCppLM(path, short)
+    resident: dict[str, float] = {}
+    for name, make in makers.items():
+        for _ in range(2):  # the first time compiles zeptograd's kernels, which would count as resident memory
+            gc.collect()
+            lm = make()
+            lm.prompt(prompt)
+            before = resident_bytes()
+            fill(lm)
+            resident[name] = (resident_bytes() - before) / len(more)
             if isinstance(lm, LlamaCppLM):
                 lm.close()
             del lm
-        measured[name] = (grew[1] - grew[0]) / (long - short)
     os.remove(path)
     print(
-        f"\n## memory: bytes per position of context, the generate table's model (F32 file); measured between "
-        f"max lengths {short} and {long}\n"
+        f"\n## memory: bytes per position of context, the generate table's model (F32 file)\n\n"
+        f"allocated: the growth of the KV cache's allocation between a model made for {short} positions and one for "
+        f"{long}, per position (zeptograd: its allocator's bytes in use, every live buffer; torch: its cache "
+        f"tensors; llama.cpp: the KV buffer its log reports). resident: the growth of the process's resident memory "
+        f"from after the prompt ({sizes.prompt} tokens) to a full context ({short}), per token, on the second "
+        f"model made (the first compiles zeptograd's kernels)\n"
     )
-    print("| library | KV cache (formula) | KV cache (its tensors) | measured growth | what is measured |")
-    print("|---|---|---|---|---|")
-    what = {"zeptograd": "allocator bytes in use", "torch eager": "resident memory", "llama.cpp": "resident memory"}
+    print("| library | KV cache (formula) | allocated | resident |")
+    print("|---|---|---|---|")
     for name in ("zeptograd", "torch eager", "llama.cpp"):
         if name not in makers:
-            print(f"| {name} | {per_position[name]} | - | {NOT_INSTALLED} | - |")
+            print(f"| {name} | {formula[name]} | {NOT_INSTALLED} | - |")
             continue
-        tensors = from_sizes.get(name)
-        print(
-            f"| {name} | {per_position[name]} | {'-' if tensors is None else f'{tensors:.0f}'} | "
-            f"{measured[name]:.0f} | {what[name]} |"
-        )
+        print(f"| {name} | {formula[name]} | {capacity[name]:.0f} | {resident[name]:.0f} |")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -582,8 +629,6 @@ def bench_profile(quick: bool, folder: str, steps: int = 5) -> None:
     """The kernels of zeptograd's decode step on the F32 file, timed one launch at a time (the step run without
     TinyJit, with the position the same bound Variable, so the same kernels): the median over `steps` steps,
     slowest first, against the bandwidth of a 64 MiB copy measured now, and the jitted step's time."""
-    from zeptograd import Tensor
-    from zeptograd.dtype import dtypes
     from zeptograd.engine import realize as engine
 
     sizes = QUICK if quick else FULL
