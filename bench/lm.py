@@ -28,11 +28,15 @@ Tables:
   F16). Ratios are zeptograd's tokens/s over each other's. Before the timings the three generate from the same
   prompt on the F32 file: the table "agreement" gives the greedy tokens that match zeptograd's and the largest
   difference between the first logits.
-- memory: the bytes the KV caches take for one position of context, from the caches' sizes (zeptograd's
-  `KVCache` tensors and torch's are float32, llama.cpp's F16), and measured: the growth of what is in use between
-  a model made for a short context and one for a long context (the same file), over the extra positions.
-  zeptograd: its allocator's bytes in use (`GlobalCounters.mem_used`: every live buffer); torch and llama.cpp:
-  the process's resident memory (VmRSS) after the model is made and has run the prompt, less before.
+- memory: the bytes of KV cache one position of context takes: from the formula (2 x layers x the keys' width x
+  the element's bytes: zeptograd's `KVCache` tensors and torch's are float32, llama.cpp's F16); "allocated", the
+  growth of the cache's allocation between a model made for 512 positions and one for 2048, per position
+  (zeptograd: its allocator's bytes in use, `GlobalCounters.mem_used`, every live buffer; torch: its cache
+  tensors; llama.cpp: the KV buffer its log reports); "resident", the growth of the process's resident memory
+  (VmRSS) from after the prompt to a full context of 512, per token processed.
+- profile: zeptograd's decode step on the F32 file, one kernel launch at a time (as DEBUG=2 prints them): the
+  kernels by name with their time, GB/s and GFLOP/s, the TinyJit step's time and the bandwidth that makes of the
+  weights' bytes, next to a 64 MiB copy's bandwidth measured in the same run.
 
 The last lines give the machine's load (`os.getloadavg`) before and after: the host may be shared.
 """
