@@ -32,8 +32,9 @@ Tables:
   the element's bytes: zeptograd's `KVCache` tensors and torch's are float32, llama.cpp's F16); "allocated", the
   growth of the cache's allocation between a model made for 512 positions and one for 2048, per position
   (zeptograd: its allocator's bytes in use, `GlobalCounters.mem_used`, every live buffer; torch: its cache
-  tensors; llama.cpp: the KV buffer its log reports); "resident", the growth of the process's resident memory
-  (VmRSS) from after the prompt to a full context of 512, per token processed.
+  tensors; llama.cpp: the KV buffer its log reports; it pads a context to a multiple of 256 positions, so under
+  `--quick`, 64 and 256, its figure is 0); "resident", the growth of the process's resident memory (VmRSS) from
+  after the prompt to a full context of 512, per token processed.
 - profile: zeptograd's decode step on the F32 file, one kernel launch at a time (as DEBUG=2 prints them): the
   kernels by name with their time, GB/s and GFLOP/s, the TinyJit step's time and the bandwidth that makes of the
   weights' bytes, next to a 64 MiB copy's bandwidth measured in the same run.
@@ -530,11 +531,11 @@ def llama_cpp_kv_bytes(path: str, max_len: int) -> int:
         os.dup2(log.fileno(), 2)
         try:
             llm = llama_cpp.Llama(model_path=path, n_ctx=max_len, n_threads=THREADS, logits_all=False, verbose=True)
+            llm.close()  # it logs its teardown too
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-        llm.close()
         log.seek(0)
         sizes = [float(m) for m in re.findall(r"KV buffer size = +([0-9.]+) MiB", log.read())]
     if not sizes:
