@@ -961,3 +961,31 @@ def test_a_gpt_step_adds_the_same_kernels_with_each_block():
     counts = {n: _step_kernels("gpt", n)[0] for n in (2, 4, 8)}
     per_block = (counts[4] - counts[2]) // 2
     assert per_block > 0 and counts == {n: counts[2] + (n - 2) * per_block for n in (2, 4, 8)}, counts
+
+
+def _pairs_rotated(y: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Each pair (y[..., 2i], y[..., 2i + 1]) rotated: both outputs of a pair read both of its inputs."""
+    pairs = y.reshape(*y.shape[:-1], y.shape[-1] // 2, 2)
+    re, im = pairs[..., 0], pairs[..., 1]
+    return Tensor.stack(re * cos - im * sin, re * sin + im * cos, dim=-1).reshape(y.shape)
+
+
+def test_matmul_read_as_pairs_is_stored_once():
+    # fused, each output of a pair would compute both dot products of the pair: every dot product twice
+    (x, xt), (w, wt), (c, ct), (s, st) = inputs("CPU", (3, 64), (128, 64), (64,), (64,))
+    out = _pairs_rotated(xt @ wt.T, ct, st)
+    assert kernels_computing(Ops.REDUCE, out) == 1
+    assert kernels(out) == 2  # the product, then the rotation reading it
+    y = (x @ w.T).reshape(3, 64, 2)
+    ref = np.stack([y[..., 0] * c - y[..., 1] * s, y[..., 0] * s + y[..., 1] * c], axis=-1).reshape(3, 128)
+    close(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_split_into_parts_stays_fused():
+    # q, k and v windows of one product each read their own part: every dot product once, so nothing is stored
+    (x, xt), (w, wt) = inputs("CPU", (4, 32), (96, 32))
+    q, k, v = (xt @ wt.T).split(32, dim=-1)
+    out = q * k + v
+    assert kernels(out) == 1
+    y = x @ w.T
+    close(out, y[:, :32] * y[:, 32:64] + y[:, 64:], rtol=1e-4, atol=1e-4)

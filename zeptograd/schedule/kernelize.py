@@ -111,11 +111,18 @@ def _count_meets_reduction_reshaped(r: UOp, consumers: dict[UOp, list[UOp]], rea
     return False
 
 
+# a reduction read by its kernel at more elements than it has is computed more than once for each: it is stored
+# first where that repeated work is at least this many multiply-adds (a matmul's output read as rotary pairs)
+REPEATED_REDUCE_MIN_WORK = 1 << 14
+_WINDOWS = (Ops.SHRINK, Ops.PAD, Ops.FLIP)
+
+
 def _reduce_must_realize(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict[UOp, None]) -> bool:
     # a constant's count fuses into its readers wherever its closed form applies
     if _counts_a_constant(r):
         return _count_meets_reduction_reshaped(r, consumers, realized)
     kernels: set[UOp] = set()
+    windows = 0  # the windows (shrinks, pads, flips) through which the kernel reads r
     stack, seen = [r], {r}
     while stack:
         for c in consumers[stack.pop()]:
@@ -125,8 +132,23 @@ def _reduce_must_realize(r: UOp, consumers: dict[UOp, list[UOp]], realized: dict
                 kernels.add(c)
             elif c not in seen:
                 seen.add(c)
+                windows += c.op in _WINDOWS
                 stack.append(c)
-    return len(kernels) > 1
+    if len(kernels) > 1:
+        return True
+    return len(kernels) == 1 and _read_repeatedly(r, windows, next(iter(kernels)))
+
+
+def _read_repeatedly(r: UOp, windows: int, out: UOp) -> bool:
+    """Does the kernel that computes `out` compute reduction `r` more than once per element, in a sum of enough
+    work? Each of the `windows` views of r that reach `out` reads r once per element of out: reads beyond r's own
+    elements are repeats (rotary pairs: the real and imaginary halves of a product each read by both outputs of a
+    pair, every dot product computed twice). Views that split r into parts (a fused q, k, v) read each element
+    once: no repeats."""
+    size = math.prod(r.shape)
+    reads = max(windows, 1) * math.prod(out.shape)
+    work = math.prod(r.src[0].shape)
+    return reads > size and work * (reads - size) // max(size, 1) >= REPEATED_REDUCE_MIN_WORK
 
 
 # what computing one element of an op costs, in cheap vectorized ALU ops (an add, a compare, a cast cost 1).
