@@ -13,10 +13,11 @@ from zeptograd.codegen.heuristic import hand_coded_opts
 from zeptograd.codegen.opt import OptOps
 from zeptograd.engine import realize as engine
 from zeptograd.engine.facts import layout_facts
+from zeptograd.helpers import Context
 from zeptograd.renderer.cstyle import CRenderer
 from zeptograd.renderer.host import HostCPU
 from zeptograd.schedule.kernelize import create_schedule
-from zeptograd.schedule.layout import LayoutFacts
+from zeptograd.schedule.layout import LayoutFacts, reads_in_order
 from zeptograd.uop.ops import Ops
 
 NO_LAYOUTS = LayoutFacts(vector_layouts=False, float_lanes=1, reads_padded_in_place=False, tensor_cores=())
@@ -111,6 +112,52 @@ def test_matmul_panels_are_the_pass_decision(shapes, transposed: bool, device: s
     items, _ = create_schedule([out.uop], [device], engine.device_facts)
     assert len(items) == kernels, [item.ast.arg for item in items]
     np.testing.assert_allclose(out.numpy(), a_np.astype(np.float64) @ b_np, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("heads, rows, head_dim, cols", [(12, 128, 64, 768), (7, 45, 40, 192)])
+def test_transposed_b_is_read_from_panels_when_a_is_not_read_along_the_sum(heads, rows, head_dim, cols) -> None:
+    """Attention heads transposed back, (heads, rows, d) -> (rows, heads * d), times w.T: A is not contiguous along
+    the sum, so no kernel reads both operands along it, and w.T is read from panels (a copy, then the product);
+    with A read in order no copy is made. The values are numpy's and the unoptimized kernels' (odd sizes too)."""
+    hs, ws, bs = _randn((heads, rows, head_dim), 21), _randn((cols, heads * head_dim), 22), _randn((cols,), 23)
+    want = np.transpose(hs, (1, 0, 2)).reshape(rows, -1).astype(np.float64) @ ws.T.astype(np.float64) + bs
+
+    def projected() -> Tensor:
+        h, w, b = Tensor(hs).realize(), Tensor(ws).realize(), Tensor(bs).realize()
+        return h.permute(1, 0, 2).reshape(rows, heads * head_dim) @ w.T + b
+
+    out = projected()
+    items, _ = create_schedule([out.uop], ["CPU"], engine.device_facts)
+    assert len(items) == 2, [item.ast.arg for item in items]
+    assert any(b is items[0].bufs[0] for b in items[1].bufs[1:])  # the product reads the panels
+    in_order = Tensor(hs).realize().reshape(rows, heads * head_dim) @ Tensor(ws).realize().T
+    assert len(create_schedule([in_order.uop], ["CPU"], engine.device_facts)[0]) == 1
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+    with Context(NOOPT=1):
+        plain = projected().numpy()
+    np.testing.assert_allclose(out.numpy(), plain, rtol=1e-4, atol=1e-4)
+
+
+def test_reads_in_order_follows_views_and_elementwise_ops() -> None:
+    """Whether a kernel reads a value's last axis in order, through its views (numpy's strides are the oracle)."""
+    base = Tensor(_randn((4, 6, 8), 24)).realize()
+    arr = np.empty((4, 6, 8), np.float32)
+    views = {
+        "heads kept": (lambda t: t.permute(1, 0, 2), lambda a: np.transpose(a, (1, 0, 2))),
+        "heads merged": (lambda t: t.permute(1, 0, 2).reshape(6, 32), None),
+        "last two swapped": (lambda t: t.permute(0, 2, 1), lambda a: np.transpose(a, (0, 2, 1))),
+        "rows merged": (lambda t: t.reshape(24, 8), lambda a: a.reshape(24, 8)),
+        "shrunk and padded": (lambda t: t[:, 1:5, 2:7].pad(((0, 0), (0, 0), (1, 1))), None),
+        "flipped": (lambda t: t.flip(2), lambda a: a[:, :, ::-1]),
+        "broadcast column": (lambda t: t[:, :, :1].expand(4, 6, 8), lambda a: np.broadcast_to(a[:, :, :1], a.shape)),
+        "scaled then swapped": (lambda t: (t * 2 + 1).permute(0, 2, 1), lambda a: np.transpose(a, (0, 2, 1))),
+    }
+    expected = {"heads merged": False, "shrunk and padded": True}
+    for name, (view, numpy_view) in views.items():
+        if numpy_view is not None:
+            expected[name] = numpy_view(arr).strides[-1] in (0, arr.itemsize)
+        assert reads_in_order(view(base).uop) is expected[name], name
+    assert reads_in_order((base.permute(1, 0, 2).reshape(6, 32) + 1).contiguous().uop)  # stored row-major
 
 
 def test_a_front_end_graph_has_no_layout_copies() -> None:

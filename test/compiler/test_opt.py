@@ -941,6 +941,36 @@ def test_transposing_copies_take_a_tile_of_vectors_each_way(shape, perm):
     )
 
 
+@pytest.mark.parametrize("shape", [(1, 64, 14, 14), (2, 32, 7, 7), (1, 48, 13, 13), (1, 16, 6, 5)])
+def test_a_channels_last_copy_of_a_narrow_map_takes_a_tile_along_its_rows(shape):
+    """NCHW -> NHWC of a map narrower than the tile's side (a 14- or 7-wide map of a ResNet's last stages): the rows
+    the input is contiguous along are padded up to a shorter side (a half or a quarter), by at most a quarter, and
+    tiled with a vector of channels; a row too short for that (5 wide) is left as an elementwise copy. Every element
+    lands where numpy's transpose puts it, as in the unoptimized kernel's copy."""
+    (a,) = _inputs(shape, seed=38)
+    t = Tensor(a).realize().permute(0, 2, 3, 1).contiguous()
+    renderer = Device["CPU"].renderer
+    lanes = renderer.max_lanes(Ops.MULACC, dtypes.float32)
+    if lanes < 4:
+        pytest.skip("no vectors on this CPU")
+    opts = hand_coded_opts(_kernel(t).ast, renderer)
+    width = shape[3]
+    rows_axis = sum(n > 1 for n in shape[:1] + shape[2:3])  # the kernel's loops leave out axes of size 1
+    pads = [o.amount for o in opts if o.op is OptOps.PADTO and o.axis == rows_axis]
+    upcasts = [o.amount for o in opts if o.op is OptOps.UPCAST]
+    if width * 5 < 8 * 4:  # no side of 4 or more pads it by a quarter at most
+        assert not pads, opts
+    else:
+        padded = pads[0] if pads else width
+        assert padded * 4 <= width * 5 and padded % upcasts[0] == 0 and upcasts[0] >= 4, opts
+        assert len(upcasts) == 2 and shape[1] % upcasts[1] == 0, opts
+    want = a.transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(run_plan(t, opts), want)
+    with Context(NOOPT=1):
+        plain = Tensor(a).realize().permute(0, 2, 3, 1).contiguous().numpy()
+    np.testing.assert_array_equal(plain, want)
+
+
 @pytest.mark.parametrize("shape, perm", [((2, 32, 7, 40), (0, 2, 3, 1)), ((48, 64), (1, 0)), ((3, 32, 48), (0, 2, 1))])
 def test_a_transposing_copy_nests_its_loops_as_the_input_lies(shape, perm):
     """After its tile, a transposing copy's loops go outer to inner in the order of the input's strides (a

@@ -407,7 +407,8 @@ def _transposed_axis(
     for a transposing copy of 32-bit values: the output is contiguous along its last axis, a read gathers along
     it but is contiguous along output axis t. The tile holds lanes x lanes values, or half a vector each way where
     the last axis is not a multiple of `lanes`; where the last axis takes whole cache lines, its side is a line and
-    t's the rest, so each row of the tile is stored as whole lines (t padded by at most a quarter)."""
+    t's the rest, so each row of the tile is stored as whole lines (t padded by at most a quarter). A t shorter than
+    its side (the rows of a 14- or 7-wide map copied channels-last) takes a half or a quarter of it, 4 at least."""
     store = next(u for u in ast.toposort() if u.op is Ops.STORE)
     if store.src[1].dtype.itemsize != 4 or not outs or address_stride(out_index, outs[-1]) != 1:
         return None
@@ -421,9 +422,14 @@ def _transposed_axis(
         if address_stride(x.address, outs[-1]) in (0, 1, 2):
             continue
         for t, r in enumerate(outs[:-1]):
-            size, padded = r.src[0].arg, -(-r.src[0].arg // t_side) * t_side
-            if address_stride(x.address, r) == 1 and size >= t_side and padded * 4 <= size * 5:
-                return t, padded, t_side, out_side, i
+            if address_stride(x.address, r) != 1:
+                continue
+            # an axis shorter than the tile's side (a 14- or 7-wide map's rows) takes a side half as long or less
+            size = r.src[0].arg
+            for side_t in (t_side, t_side // 2, t_side // 4):
+                padded = -(-size // side_t) * side_t
+                if side_t >= 4 and padded * 4 <= size * 5:
+                    return t, padded, side_t, out_side, i
     return None
 
 

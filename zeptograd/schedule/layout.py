@@ -12,8 +12,10 @@ read from copies where that pays. Every copy is a view of the same values, so a 
 - panels: a large CPU matmul's right operand B (K, N) is read from N / PANEL panels of K x PANEL values, each
   contiguous (PANEL is two vectors). The kernel's register tile (rows by two vectors, codegen/heuristic.py) then
   walks one panel straight through memory, instead of reading a few vectors from every row of B (rows 4 KiB apart
-  in a 1024-wide matrix, which the caches cannot hold). Not when B is a transposed view (`x @ w.T`): it is
-  contiguous along the sum, and the kernel reads both operands along it.
+  in a 1024-wide matrix, which the caches cannot hold). Not when B is a transposed view (`x @ w.T`) and A too is
+  read in order along the sum: the kernel then reads both operands along it. Where A is not (attention heads
+  transposed back before a projection), B is read from panels all the same: the register tile would otherwise
+  gather each vector of B from a column, one scalar load a lane.
 - fragment order: a large fp16 matmul on a device with tensor cores reads both operands in fragment order
   (codegen/tensor_cores.py): a lane's fragment of a block is one aligned load and a warp's loads one contiguous
   run, instead of 2-byte loads from rows far apart. A tensor core that reads row-major operands 16 bytes a load
@@ -45,13 +47,24 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from zeptograd.codegen.opt import address_stride
 from zeptograd.codegen.tensor_cores import FragmentOrder, TensorCore
-from zeptograd.dtype import DType
+from zeptograd.dtype import DType, dtypes
+from zeptograd.schedule.indexing import (
+    at,
+    push_elementwise,
+    push_expand,
+    push_flip,
+    push_pad,
+    push_permute,
+    push_reshape,
+    push_shrink,
+)
 from zeptograd.uop.movement import movement_uop, padded_spatially, stored_as
-from zeptograd.uop.ops import Ops, UOp
+from zeptograd.uop.ops import GroupOp, Ops, UOp
 from zeptograd.uop.pattern import PatternMatcher, UPat
 from zeptograd.uop.rewrite import graph_rewrite
-from zeptograd.uop.shape import inverse_permutation
+from zeptograd.uop.shape import inverse_permutation, strides_for
 
 
 @dataclass(frozen=True)
@@ -117,11 +130,70 @@ def panels(b: UOp, width: int) -> UOp:
     return movement_uop(stored_as(split, (*range(nb), nb + 1, nb, nb + 2)), Ops.RESHAPE, b.shape)
 
 
+_PUSH_VIEW = {
+    Ops.RESHAPE: push_reshape,
+    Ops.PERMUTE: push_permute,
+    Ops.EXPAND: push_expand,
+    Ops.PAD: push_pad,
+    Ops.SHRINK: push_shrink,
+    Ops.FLIP: push_flip,
+    Ops.DETACH: lambda i, x: at(x.src[0], i.src[1:-1], i.src[-1]),
+}
+_ELEMENTWISE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST}
+
+
+def _indexes_under(u: UOp) -> list[UOp]:
+    """The INDEX nodes of `u`'s graph not under another INDEX."""
+    found, seen, stack = [], set(), [u]
+    while stack:
+        if (node := stack.pop()) not in seen:
+            seen.add(node)
+            if node.op is Ops.INDEX:
+                found.append(node)
+            else:
+                stack.extend(node.src)
+    return found
+
+
+def reads_in_order(x: UOp) -> bool:
+    """Does a kernel computing `x` read memory in order along x's last axis: each value it reads from a node that is
+    not a view (a buffer, or a result stored row-major in its own shape) one element further on as the last index
+    counts up, or the same one? Views and elementwise ops are followed (schedule/indexing.py's rules), as a kernel
+    reads through them; a symbolic shape is taken to be read in order.
+
+    >>> from zeptograd import Tensor
+    >>> h = Tensor.ones(4, 8, 16).contiguous()
+    >>> reads_in_order(h.permute(1, 0, 2).uop), reads_in_order(h.permute(1, 0, 2).reshape(8, 64).uop)
+    (True, False)
+    """
+    if not x.shape or not all(isinstance(n, int) for n in x.shape):
+        return True
+    ranges = tuple(UOp.range(size, -1 - axis) for axis, size in enumerate(x.shape))
+    todo, seen = [at(x, ranges, UOp.const(dtypes.bool, True))], set()
+    while todo:
+        if (i := todo.pop()) in seen:
+            continue
+        seen.add(i)
+        base, idx = i.src[0], i.src[1:-1]
+        push = _PUSH_VIEW.get(base.op, push_elementwise if base.op in _ELEMENTWISE else None)
+        if push is not None:
+            todo.extend(_indexes_under(push(i, base)))
+            continue
+        if not all(isinstance(n, int) for n in base.shape):
+            return True
+        terms = [ix * st for ix, st, n in zip(idx, strides_for(base.shape), base.shape) if n != 1]
+        address = sum(terms, UOp.const(dtypes.index, 0)).simplify()
+        if address_stride(address, ranges[-1]) not in (0, 1):
+            return False
+    return True
+
+
 def _packs(a: UOp, b: UOp, facts: LayoutFacts) -> bool:
-    """Does the matmul of `a` and `b` read b from panels?"""
+    """Does the matmul of `a` and `b` read b from panels? A transposed view of B is contiguous along the sum: only
+    where A is not read in order along it (its kernel then cannot read both operands along the sum)."""
     m, (k, n), width = a.shape[-2], b.shape[-2:], facts.panel
     big = n % width == 0 and n > width and m >= 4 and m * n * k >= PACK_MIN_WORK
-    return facts.vector_layouts and big and not _swaps_last_two(b)
+    return facts.vector_layouts and big and (not _swaps_last_two(b) or not reads_in_order(a))
 
 
 def fragment_core(a: UOp, b: UOp, dtype: DType, cores: tuple[TensorCore, ...]) -> TensorCore | None:
