@@ -1344,3 +1344,20 @@ def test_a_long_scans_last_kernel_loads_each_block_total_once_a_vector():
     divisions = [u for u in program.uops if u.op in (Ops.IDIV, Ops.MOD)]
     assert Opt(OptOps.UPCAST, 0, lanes) in program.opts and len(divisions) <= 4, (program.opts, len(divisions))
     np.testing.assert_allclose(t.numpy(), np.cumsum(a.astype(np.float64)), rtol=1e-4, atol=1e-3)
+
+
+def test_sums_side_by_side_are_each_unrolled():
+    """`silu(x @ w1.T) * (x @ w3.T)` for one row x is one kernel of two sums side by side, each a dot product along
+    contiguous memory: both are unrolled (a plan that unrolled one left the other a scalar loop, 5x slower). The
+    values are numpy's, unrolled or not, on the CPU and on the PYTHON device."""
+    x, w1, w3 = _inputs((1, 96), (40, 96), (40, 96), seed=5)
+    a, b = x @ w1.T.astype(np.float64), x @ w3.T.astype(np.float64)
+    want = a / (1 + np.exp(-a)) * b
+    t = (Tensor(x).realize() @ Tensor(w1).realize().T).silu() * (Tensor(x).realize() @ Tensor(w3).realize().T)
+    items, _ = create_schedule([t.uop], ["CPU"], device_facts)
+    assert len(reduce_axes(items[-1].ast)) == 2
+    opts = hand_coded_opts(items[-1].ast, Device["CPU"].renderer)
+    assert sorted(o.axis for o in opts if o.op is OptOps.UNROLL) == [0, 1], opts
+    for device in ("CPU", "PYTHON"):
+        np.testing.assert_allclose(run_last_plan(t, opts, device), want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(run_last_plan(t, [], device), want, rtol=1e-4, atol=1e-4)

@@ -391,12 +391,24 @@ def _window_tile(ast: UOp, opts: list[Opt], vector: int) -> UOp:
     return _try(ast, opts, Opt(OptOps.UPCAST, outs - 1, vector))
 
 
+def _sibling_sums(ast: UOp) -> list[int]:
+    """The reduce axes (positions in `reduce_axes`) that are each the one loop of a reduction of their own, where
+    the kernel has two or more such: sums side by side (`silu(x @ w1) * (x @ w3)`), not one sum over several axes."""
+    own = {u.src[1] for u in ast.toposort() if u.op is Ops.REDUCE and len(u.src) == 2 and u.src[1].op is Ops.RANGE}
+    reds = reduce_axes(ast)
+    if len(own) < 2 or len(own) != len(reds):
+        return []
+    return [i for i, r in enumerate(reds) if r in own]  # (a set's `in` compares by identity: UOps hash by it)
+
+
 def _row_reduction(ast: UOp, opts: list[Opt], lanes: int) -> UOp:
     """Rule 4: a reduction along contiguous memory (`x.sum(1)`): UNROLL by four vectors, four accumulators so the
-    adds of one iteration do not wait on each other."""
+    adds of one iteration do not wait on each other. Sums side by side in one kernel are each unrolled so (the
+    last first: unrolling an axis leaves the positions of those before it as they were)."""
     reds = reduce_axes(ast)
-    if (a := _divisor(reds[-1].src[0].arg, (4 * lanes, 2 * lanes, lanes, 4))) is not None:
-        ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, a))
+    for axis in reversed(_sibling_sums(ast) or [len(reds) - 1]):
+        if (a := _divisor(reds[axis].src[0].arg, (4 * lanes, 2 * lanes, lanes, 4))) is not None:
+            ast = _try(ast, opts, Opt(OptOps.UNROLL, axis, a))
     return ast
 
 
