@@ -164,7 +164,8 @@ def test_readme_test_command_is_the_one_ci_runs():
 
 def test_readme_main_job_command():
     readme = (ROOT / "README.md").read_text()
-    assert 'pip install -e ".[examples]" && python -m zeptograd.examples.digits' in readme
+    assert 'pip install -e ".[examples]" && python -m zeptograd.examples.gpt' in readme
+    assert 'pip install -e ".[examples]" && python -m zeptograd.examples.digits' in readme  # the quick example
 
 
 # ---- no narration of how the repository was made

@@ -1,4 +1,5 @@
-"""The examples: what the symbolic demo prints is right (checked by brute force); the main job reaches 97%."""
+"""The examples: what the symbolic demo prints is right (checked by brute force); the digits example reaches 97%
+(the GPT main job is tested, shortened, in test_gpt_example.py)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,8 @@ def test_mlp_example_trains_saves_and_loads():
     assert out.splitlines()[-1] == "the loaded model predicts the same: True"
 
 
-def test_digits_main_job_reaches_97_percent():
-    # the main job as the README runs it: the last line is the test accuracy and the time taken
+def test_digits_quick_example_reaches_97_percent():
+    # the quick example as the README runs it: the last line is the test accuracy and the time taken
     run = subprocess.run(
         [sys.executable, "-m", "zeptograd.examples.digits"], capture_output=True, text=True, check=True
     )
