@@ -189,7 +189,9 @@ def unbind_variables(roots: list[UOp], nodes: list[UOp]) -> tuple[list[UOp], dic
     """The graph of `roots` (whose toposort is `nodes`) with every bound variable replaced by its variable, the
     variables' values, and the rebuilt nodes (old -> new). The schedule, the kernels and their cache keys then hold
     the variable, never its value: one schedule and one compiled kernel serve every value in its range."""
-    bound = [u for u in nodes if is_bound_variable(u)]
+    # locals, no call per node: this runs at every realize of a graph that assigns (each eager optimizer step)
+    STORE, DEFINE_VAR = Ops.STORE, Ops.DEFINE_VAR
+    bound = [u for u in nodes if u.op is STORE and u.src[0].op is DEFINE_VAR and is_bound_variable(u)]
     if not bound:
         return roots, {}, {}
     values: dict[UOp, int] = {}
